@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Set up (idempotent), then run the main job on its embedded default on a local Ray.
+# Extra arguments go to the job, e.g. --set train.epochs=2
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+"$root/scripts/setup.sh"
+export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"
+cd "$root"
+exec "${CONTRASTEXT_VENV:-$root/.venv}/bin/python" jobs/contrastive_fit.py "$@"

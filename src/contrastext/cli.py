@@ -1,0 +1,118 @@
+"""The ``contrastext`` command and the shared argument handling of ``jobs/`` entry points."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any, Callable, Sequence
+
+from pydantic import BaseModel, ValidationError
+
+from contrastext.config import FitJobConfig, dump_config, load_config
+
+# job name → (config model, "module:function" running it); imported lazily so --help stays fast
+JOBS: dict[str, tuple[type[BaseModel], str]] = {
+    "fit": (FitJobConfig, "contrastext.pipelines.pair_fit:run_pair_fit"),
+}
+
+
+def _add_config_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", "-c", help="YAML file with the job's settings")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override one setting, e.g. --set train.batch_size=64 (repeatable)")
+    parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+
+
+def _runner(target: str) -> Callable[[Any], Any]:
+    import importlib
+
+    module, func = target.split(":")
+    return getattr(importlib.import_module(module), func)
+
+
+def run_job(name: str, args: argparse.Namespace) -> int:
+    model, target = JOBS[name]
+    try:
+        config = load_config(model, args.config, args.overrides)
+    except (ValidationError, ValueError, OSError) as error:
+        print(f"contrastext {name}: invalid configuration:\n{error}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        print(dump_config(config), end="")
+        return 0
+    _runner(target)(config)
+    return 0
+
+
+def job_main(name: str, argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``jobs/<name>.py``: the same options as ``contrastext <name>``."""
+    parser = argparse.ArgumentParser(prog=f"jobs/{name}", description=_describe(name))
+    _add_config_args(parser)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return run_job(name, parser.parse_args(argv))
+
+
+def _describe(name: str) -> str:
+    return (JOBS[name][0].__doc__ or "").strip().splitlines()[0] if JOBS[name][0].__doc__ else name
+
+
+def _cmd_embed(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from contrastext.models import TextEncoder
+
+    source = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")
+    with source:
+        texts = [line.rstrip("\n") for line in source if line.strip()]
+    encoder = TextEncoder.from_pretrained(args.model, max_length=args.max_length,
+                                          allow_download=args.allow_download)
+    embeddings = encoder.encode(texts, batch_size=args.batch_size, show_progress=True)
+    np.save(args.output, embeddings)
+    print(f"{len(texts)} texts → {args.output} ({embeddings.shape[0]}×{embeddings.shape[1]} float32)")
+    return 0
+
+
+def _cmd_resolve(args: argparse.Namespace) -> int:
+    from contrastext.models import ModelNotFoundError, resolve_model_path
+
+    try:
+        print(resolve_model_path(args.model, allow_download=args.allow_download))
+    except ModelNotFoundError as error:
+        print(f"contrastext resolve: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="contrastext", description="Contrastive text encoders on Ray.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in JOBS:
+        job = sub.add_parser(name, help=_describe(name))
+        _add_config_args(job)
+        job.set_defaults(handler=lambda a, n=name: run_job(n, a))
+
+    embed = sub.add_parser("embed", help="encode one text per line to a .npy file")
+    embed.add_argument("input", help="text file, one text per line ('-' for stdin)")
+    embed.add_argument("output", help="where to write the .npy array")
+    embed.add_argument("--model", default="bundled:minilm")
+    embed.add_argument("--batch-size", type=int, default=64)
+    embed.add_argument("--max-length", type=int, default=None)
+    embed.add_argument("--allow-download", action="store_true", help="let the Hugging Face hub be contacted")
+    embed.set_defaults(handler=_cmd_embed)
+
+    resolve = sub.add_parser("resolve", help="print the local folder a model spec resolves to")
+    resolve.add_argument("model")
+    resolve.add_argument("--allow-download", action="store_true")
+    resolve.set_defaults(handler=_cmd_resolve)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

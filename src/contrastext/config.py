@@ -1,0 +1,139 @@
+"""Typed job configuration: pydantic models, loaded from YAML with ``key.path=value`` overrides."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from contrastext.models.resolve import DEFAULT_MODEL
+
+
+class Settings(BaseModel):
+    """Base for every config block: unknown keys are errors, so a typo never passes silently."""
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+
+class EncoderConfig(Settings):
+    model: str = Field(DEFAULT_MODEL, description="bundled:minilm, a local folder, or an HF id in the local cache")
+    pooling: Literal["mean", "cls", "max"] | None = Field(None, description="None: what the model folder says")
+    normalize: bool | None = None
+    max_length: int = Field(128, gt=0)
+    allow_download: bool = Field(False, description="let the Hugging Face hub be contacted for a missing model")
+
+
+class OptimizerConfig(Settings):
+    lr: float = Field(2e-5, gt=0)
+    weight_decay: float = Field(0.01, ge=0)
+    warmup_ratio: float = Field(0.1, ge=0, le=1)
+    max_grad_norm: float | None = Field(1.0, gt=0, description="None disables gradient clipping")
+
+
+class LossConfig(Settings):
+    name: Literal["mnr", "ntxent", "supcon"] = "mnr"
+    params: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the loss class")
+
+
+class ScalingSettings(Settings):
+    num_workers: int = Field(1, ge=1)
+    use_gpu: bool = False
+    cpus_per_worker: float = Field(1.0, gt=0)
+
+
+class TrainConfig(Settings):
+    encoder: EncoderConfig = Field(default_factory=EncoderConfig)
+    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
+    loss: LossConfig = Field(default_factory=LossConfig)
+    scaling: ScalingSettings = Field(default_factory=ScalingSettings)
+    epochs: int = Field(1, ge=1)
+    batch_size: int = Field(32, ge=2, description="rows per worker per step")
+    max_steps: int | None = Field(None, ge=1, description="stop after this many optimiser steps")
+    columns: tuple[str, str] = Field(("anchor", "positive"),
+                                     description="(anchor, positive) for pair losses, (text, label) for supcon")
+    no_duplicates: bool = Field(True, description="pair losses: never put the same string twice in a batch")
+    shuffle_buffer_rows: int = Field(10_000, ge=0, description="per-worker shuffle buffer, reseeded every epoch")
+    checkpoint_every_steps: int | None = Field(500, ge=1, description="None: only at the end of each epoch")
+    keep_checkpoints: int = Field(2, ge=1)
+    eval_every_steps: int | None = Field(None, ge=1)
+    log_every_steps: int = Field(10, ge=1)
+    bf16: bool = Field(True, description="bf16 autocast on GPU; CPU always runs float32")
+    seed: int = 42
+    max_failures: int = Field(0, ge=0, description="worker failures Ray Train recovers from checkpoint")
+
+
+class OutputConfig(Settings):
+    storage_path: str = Field("runs", description="local folder or pyarrow URI (s3://…) for checkpoints and results")
+    name: str = Field("fit", description="run name; running again with the same name resumes it")
+
+    def run_dir(self) -> str:
+        if "://" in self.storage_path:
+            return f"{self.storage_path.rstrip('/')}/{self.name}"
+        return str(Path(self.storage_path).expanduser().resolve() / self.name)
+
+
+class RayConfig(Settings):
+    address: str | None = Field(None, description="None: RAY_ADDRESS if set, else a new local Ray")
+    num_cpus: int | None = Field(None, ge=1, description="local Ray only; None: see contrastext.runtime")
+
+
+class FitJobConfig(Settings):
+    """The quick-start contrastive fit: pairs in, a trained encoder out."""
+
+    pairs: str | None = Field(None, description="parquet/jsonl/csv with the two text columns; None: embedded demo")
+    max_rows: int | None = Field(None, ge=1)
+    eval_fraction: float = Field(0.1, ge=0, lt=1, description="held-out pairs for retrieval accuracy")
+    train: TrainConfig = Field(default_factory=lambda: TrainConfig(epochs=1, batch_size=16,
+                                                                  checkpoint_every_steps=None))
+    output: OutputConfig = Field(default_factory=lambda: OutputConfig(name="quickstart"))
+    ray: RayConfig = Field(default_factory=RayConfig)
+
+
+ConfigT = TypeVar("ConfigT", bound=BaseModel)
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """``a.b=3`` → (['a', 'b'], 3); the value is read as YAML so numbers, booleans and lists work."""
+    if "=" not in item:
+        raise ValueError(f"Override {item!r} is not of the form key.path=value.")
+    key, raw = item.split("=", 1)
+    if not key.strip():
+        raise ValueError(f"Override {item!r} has an empty key.")
+    return key.strip().split("."), yaml.safe_load(raw) if raw.strip() else ""
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    for item in overrides:
+        path, value = parse_override(item)
+        node = data
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ValueError(f"Override {item!r}: {part!r} is a value, not a section.")
+            node = child
+        node[path[-1]] = value
+    return data
+
+
+def load_config(model: type[ConfigT], path: str | os.PathLike[str] | None = None,
+                overrides: list[str] | None = None) -> ConfigT:
+    """Build ``model`` from an optional YAML file, then ``overrides``; pydantic reports what is wrong."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        with open(path, encoding="utf-8") as f:
+            loaded = yaml.safe_load(f) or {}
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{path}: the top level must be a mapping, not {type(loaded).__name__}.")
+        data = loaded
+    if overrides:
+        # overrides apply over the model's defaults, so nested defaults factories are honoured
+        base = model.model_validate(data).model_dump(mode="python")
+        data = apply_overrides(base, overrides)
+    return model.model_validate(data)
+
+
+def dump_config(config: BaseModel) -> str:
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)

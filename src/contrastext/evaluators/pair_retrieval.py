@@ -1,0 +1,41 @@
+"""Held-out pair retrieval: does each anchor find its own positive among all the positives?"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+
+@dataclass
+class PairRetrievalEvaluator:
+    """Accuracy@1, accuracy@5 and MRR of anchor → positive retrieval by cosine similarity.
+
+    Distinct positive strings are the candidates, so repeated positives never count against the model.
+    """
+
+    anchors: Sequence[str]
+    positives: Sequence[str]
+    batch_size: int = 64
+
+    def __call__(self, encoder) -> dict[str, float]:
+        if not self.anchors:
+            return {}
+        candidates = sorted(set(self.positives))
+        index = {text: i for i, text in enumerate(candidates)}
+        targets = np.array([index[p] for p in self.positives])
+        a = _unit(encoder.encode(list(self.anchors), batch_size=self.batch_size))
+        c = _unit(encoder.encode(candidates, batch_size=self.batch_size))
+        scores = a @ c.T
+        target_scores = scores[np.arange(len(targets)), targets]
+        ranks = 1 + (scores > target_scores[:, None]).sum(axis=1)
+        return {
+            "acc@1": float((ranks == 1).mean()),
+            "acc@5": float((ranks <= 5).mean()),
+            "mrr": float((1.0 / ranks).mean()),
+        }
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / np.clip(np.linalg.norm(x, axis=1, keepdims=True), 1e-12, None)

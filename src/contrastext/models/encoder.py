@@ -1,0 +1,220 @@
+"""TextEncoder: a Hugging Face transformer plus pooling, sentence-transformers compatible."""
+
+from __future__ import annotations
+
+import os
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from contrastext.models.resolve import DEFAULT_MODEL, resolve_model_path
+from contrastext.models.st_format import Pooling, read_layout, write_layout
+
+DEFAULT_MAX_LENGTH = 256
+# Texts are tokenised and length-sorted in windows of this many batches, so memory stays bounded
+# for long inputs while nearly all of the padding saving of a global sort is kept.
+_SORT_WINDOW_BATCHES = 64
+
+
+def pick_device(device: str | torch.device | None = None) -> torch.device:
+    if device is not None:
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor, mode: Pooling) -> torch.Tensor:
+    """Pool token states [B, T, D] to [B, D] the way sentence-transformers does."""
+    if mode == "cls":
+        return token_embeddings[:, 0]
+    mask = attention_mask.unsqueeze(-1).to(token_embeddings.dtype)
+    if mode == "mean":
+        summed = (token_embeddings * mask).sum(dim=1)
+        return summed / mask.sum(dim=1).clamp(min=1e-9)
+    if mode == "max":
+        masked = token_embeddings.masked_fill(mask == 0, -1e9)
+        return masked.max(dim=1).values
+    raise ValueError(f"Unknown pooling {mode!r}; expected mean, cls or max.")
+
+
+class TextEncoder(nn.Module):
+    """Encode texts to fixed-size vectors.
+
+    ``forward`` takes tokenised features and keeps the autograd graph (training); ``encode`` takes strings
+    and returns float32 numpy arrays (inference: length-sorted batches, no grad, bf16 autocast on GPU).
+    """
+
+    def __init__(self, transformer: nn.Module, tokenizer, *, pooling: Pooling = "mean", normalize: bool = False,
+                 max_length: int = DEFAULT_MAX_LENGTH, do_lower_case: bool = False, bf16_on_gpu: bool = True):
+        super().__init__()
+        self.transformer = transformer
+        self.tokenizer = tokenizer
+        self.pooling: Pooling = pooling
+        self.normalize = normalize
+        self.max_length = max_length
+        self.do_lower_case = do_lower_case
+        self.bf16_on_gpu = bf16_on_gpu
+
+    # ---------------------------------------------------------------- construction
+    @classmethod
+    def from_pretrained(cls, spec: str | os.PathLike[str] = DEFAULT_MODEL, *, pooling: Pooling | None = None,
+                        normalize: bool | None = None, max_length: int | None = None,
+                        device: str | torch.device | None = None, allow_download: bool = False) -> "TextEncoder":
+        """Load a sentence-transformers folder, a plain HF model, or a bundled model (see ``resolve_model_path``).
+
+        Arguments left as None take what the folder says (plain HF models: mean pooling, no normalisation).
+        """
+        from transformers import AutoModel, AutoTokenizer
+
+        model_dir = resolve_model_path(spec, allow_download=allow_download)
+        layout = read_layout(model_dir)
+        tokenizer = AutoTokenizer.from_pretrained(str(layout.transformer_dir))
+        transformer = AutoModel.from_pretrained(str(layout.transformer_dir))
+        model_max = getattr(transformer.config, "max_position_embeddings", None) or DEFAULT_MAX_LENGTH
+        encoder = cls(
+            transformer, tokenizer,
+            pooling=pooling or layout.pooling,
+            normalize=layout.normalize if normalize is None else normalize,
+            max_length=max_length or layout.max_seq_length or min(DEFAULT_MAX_LENGTH, model_max),
+            do_lower_case=layout.do_lower_case,
+        )
+        return encoder.to(pick_device(device)).eval()
+
+    load = from_pretrained
+
+    @classmethod
+    def from_config(cls, config, tokenizer_spec: str | os.PathLike[str] = DEFAULT_MODEL, *, seed: int = 0,
+                    **kwargs) -> "TextEncoder":
+        """A randomly initialised encoder from a transformers config (unit tests, experiments)."""
+        from transformers import AutoModel, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(resolve_model_path(tokenizer_spec)))
+        torch.manual_seed(seed)
+        return cls(AutoModel.from_config(config), tokenizer, **kwargs).eval()
+
+    # ---------------------------------------------------------------- properties
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @property
+    def embedding_dimension(self) -> int:
+        return int(self.transformer.config.hidden_size)
+
+    # ---------------------------------------------------------------- training path
+    def tokenize(self, texts: Sequence[str], max_length: int | None = None) -> dict[str, torch.Tensor]:
+        if self.do_lower_case:
+            texts = [t.lower() for t in texts]
+        return self.tokenizer(list(texts), padding=True, truncation=True,
+                              max_length=max_length or self.max_length, return_tensors="pt")
+
+    def forward(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        inputs = {k: v for k, v in features.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        token_states = self.transformer(**inputs).last_hidden_state
+        embeddings = pool(token_states.float(), features["attention_mask"], self.pooling)
+        return F.normalize(embeddings, p=2, dim=1) if self.normalize else embeddings
+
+    def embed(self, texts: Sequence[str], max_length: int | None = None) -> torch.Tensor:
+        """Tokenise and run ``forward`` on this encoder's device, keeping the graph (for losses)."""
+        features = {k: v.to(self.device) for k, v in self.tokenize(texts, max_length).items()}
+        return self(features)
+
+    # ---------------------------------------------------------------- inference path
+    def _autocast(self):
+        if self.device.type == "cuda" and self.bf16_on_gpu:
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return nullcontext()
+
+    def _pad(self, encodings: list[list[int]], key_rows: list[int], pad_value: int) -> torch.Tensor:
+        width = max(len(encodings[i]) for i in key_rows)
+        out = np.full((len(key_rows), width), pad_value, dtype=np.int64)
+        for row, i in enumerate(key_rows):
+            out[row, : len(encodings[i])] = encodings[i]
+        return torch.from_numpy(out)
+
+    @torch.inference_mode()
+    def encode(self, texts: Sequence[str] | Iterable[str], batch_size: int = 64, max_length: int | None = None,
+               show_progress: bool = False, num_threads: int | None = None) -> np.ndarray:
+        """Embed ``texts`` to a float32 array [N, D] in input order."""
+        texts = list(texts)
+        if num_threads is not None:
+            torch.set_num_threads(num_threads)
+        if not texts:
+            return np.zeros((0, self.embedding_dimension), dtype=np.float32)
+        was_training = self.training
+        self.eval()
+        out = np.empty((len(texts), self.embedding_dimension), dtype=np.float32)
+        window = batch_size * _SORT_WINDOW_BATCHES
+        progress = _progress(len(texts), show_progress)
+        try:
+            for start in range(0, len(texts), window):
+                chunk = texts[start: start + window]
+                if self.do_lower_case:
+                    chunk = [t.lower() for t in chunk]
+                tokens = self.tokenizer(chunk, truncation=True, max_length=max_length or self.max_length,
+                                        padding=False, return_attention_mask=False)
+                ids = tokens["input_ids"]
+                type_ids = tokens.get("token_type_ids")
+                order = sorted(range(len(chunk)), key=lambda i: -len(ids[i]))
+                for b in range(0, len(order), batch_size):
+                    rows = order[b: b + batch_size]
+                    input_ids = self._pad(ids, rows, self.tokenizer.pad_token_id or 0)
+                    lengths = torch.tensor([len(ids[i]) for i in rows])
+                    mask = (torch.arange(input_ids.shape[1])[None, :] < lengths[:, None]).long()
+                    features = {"input_ids": input_ids, "attention_mask": mask}
+                    if type_ids is not None:
+                        features["token_type_ids"] = self._pad(type_ids, rows, 0)
+                    features = {k: v.to(self.device, non_blocking=True) for k, v in features.items()}
+                    with self._autocast():
+                        embeddings = self(features)
+                    out[[start + i for i in rows]] = embeddings.float().cpu().numpy()
+                    progress.update(len(rows))
+        finally:
+            progress.close()
+            self.train(was_training)
+        return out
+
+    # ---------------------------------------------------------------- persistence
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write a sentence-transformers folder that ``SentenceTransformer(path)`` and ``load`` both read."""
+        import transformers
+
+        target = Path(path)
+        target.mkdir(parents=True, exist_ok=True)
+        self.transformer.save_pretrained(str(target), safe_serialization=True)
+        self.tokenizer.save_pretrained(str(target))
+        versions = {"torch": torch.__version__, "transformers": transformers.__version__}
+        try:
+            import sentence_transformers
+
+            versions["sentence_transformers"] = sentence_transformers.__version__
+        except ImportError:
+            versions["sentence_transformers"] = "3.0.0"
+        write_layout(target, pooling=self.pooling, normalize=self.normalize, max_seq_length=self.max_length,
+                     embedding_dimension=self.embedding_dimension, versions=versions)
+        return target
+
+
+class _progress:
+    """A minimal progress line on stderr (no tqdm dependency inside Ray workers)."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.total, self.enabled, self.done = total, enabled, 0
+
+    def update(self, n: int) -> None:
+        self.done += n
+        if self.enabled:
+            import sys
+
+            sys.stderr.write(f"\rencoded {self.done}/{self.total}")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            import sys
+
+            sys.stderr.write("\n")

@@ -1,0 +1,1 @@
+"""End-to-end pipelines behind the jobs: each reads a typed config, runs, writes a manifest and a summary."""

@@ -1,0 +1,42 @@
+"""Connecting to Ray: the cluster at RAY_ADDRESS when there is one, else a local Ray sized for this machine."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from contrastext.config import RayConfig
+
+log = logging.getLogger(__name__)
+
+# Environment the workers need to behave like the driver (offline model resolution above all).
+_FORWARDED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME", "CONTRASTEXT_DATA")
+
+
+def local_num_cpus() -> int:
+    """Logical CPUs for a local Ray: the cores plus two.
+
+    Ray Train workers each hold a CPU for the whole fit, and Ray Data needs CPUs of its own to feed
+    them; without the headroom a 2-core laptop running 2 training workers waits forever for data.
+    """
+    return (os.cpu_count() or 1) + 2
+
+
+def init_ray(config: RayConfig | None = None, **init_kwargs) -> None:
+    """Start or join Ray once per process; later calls are no-ops."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    config = config or RayConfig()
+    env = {k: os.environ[k] for k in _FORWARDED_ENV if k in os.environ}
+    runtime_env = {"env_vars": env} if env else None
+    address = config.address or os.environ.get("RAY_ADDRESS")
+    if address:
+        log.info("joining Ray at %s", address)
+        ray.init(address=address, runtime_env=runtime_env, **init_kwargs)
+        return
+    num_cpus = config.num_cpus or local_num_cpus()
+    log.info("starting a local Ray with %d logical CPUs", num_cpus)
+    init_kwargs.setdefault("include_dashboard", False)
+    ray.init(num_cpus=num_cpus, runtime_env=runtime_env, **init_kwargs)

@@ -1,0 +1,79 @@
+"""Turning a worker's Ray Data shard into training batches of texts, one epoch at a time."""
+
+from __future__ import annotations
+
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from contrastext.config import TrainConfig
+from contrastext.train.samplers import iter_no_duplicate_batches
+
+PAIR_LOSSES = ("mnr", "ntxent")
+_READ_BATCH_ROWS = 1024
+
+
+@dataclass
+class SkippedRows:
+    """Rows left out of training, by reason (malformed input never stops a run)."""
+
+    reasons: Counter = field(default_factory=Counter)
+
+    def add(self, reason: str) -> None:
+        self.reasons[reason] += 1
+
+    @property
+    def total(self) -> int:
+        return sum(self.reasons.values())
+
+
+def label_id(label: Any) -> int:
+    """A label as an int that is the same on every worker (string labels are hashed, not enumerated)."""
+    if isinstance(label, (int,)) or (hasattr(label, "dtype") and getattr(label.dtype, "kind", "") in "iu"):
+        return int(label)
+    return zlib.crc32(str(label).encode("utf-8"))
+
+
+def _valid_text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def iter_rows(shard, config: TrainConfig, epoch: int, rank: int, skipped: SkippedRows) -> Iterator[tuple]:
+    """(first, second) column values of each well-formed row, locally shuffled with a per-epoch seed."""
+    first, second = config.columns
+    pair_task = config.loss.name in PAIR_LOSSES
+    shuffle = config.shuffle_buffer_rows or None
+    for batch in shard.iter_batches(
+        batch_size=_READ_BATCH_ROWS, batch_format="numpy",
+        local_shuffle_buffer_size=shuffle,
+        local_shuffle_seed=(config.seed + 7919 * epoch + rank) if shuffle else None,
+    ):
+        missing = [c for c in (first, second) if c not in batch]
+        if missing:
+            raise KeyError(f"Training data has no column(s) {missing}; it has {sorted(batch)}. "
+                           f"Set train.columns to the two columns to use.")
+        for a, b in zip(batch[first], batch[second]):
+            if not _valid_text(a):
+                skipped.add(f"empty or non-text {first}")
+            elif pair_task and not _valid_text(b):
+                skipped.add(f"empty or non-text {second}")
+            elif not pair_task and b is None:
+                skipped.add(f"missing {second}")
+            else:
+                yield (a, b) if pair_task else (a, label_id(b))
+
+
+def epoch_batches(shard, config: TrainConfig, epoch: int, rank: int, skipped: SkippedRows) -> Iterator[list[tuple]]:
+    rows = iter_rows(shard, config, epoch, rank, skipped)
+    if config.loss.name in PAIR_LOSSES and config.no_duplicates:
+        yield from iter_no_duplicate_batches(rows, config.batch_size, key=lambda row: row)
+        return
+    batch: list[tuple] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) == config.batch_size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

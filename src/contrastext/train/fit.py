@@ -1,0 +1,99 @@
+"""The driver side of training: one TorchTrainer-based fit that every method uses."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from contrastext.config import OutputConfig, TrainConfig
+from contrastext.train.worker import EvalFn, train_loop_per_worker
+
+DatasetOrFactory = Any  # ray.data.Dataset or a zero-argument callable returning one
+
+
+@dataclass
+class FitResult:
+    model_path: Path | None
+    steps: int
+    metrics: dict[str, Any]
+    history: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+    checkpoint_path: str | None = None
+
+
+def planned_steps(rows: int, config: TrainConfig) -> int:
+    """Optimiser steps for the whole fit (drives the learning-rate schedule)."""
+    per_epoch = max(1, math.ceil(rows / (config.batch_size * config.scaling.num_workers)))
+    steps = per_epoch * config.epochs
+    return min(steps, config.max_steps) if config.max_steps else steps
+
+
+def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
+        eval_fn: EvalFn | None = None, rows: int | None = None,
+        export_model_to: str | Path | None = None) -> FitResult:
+    """Train ``config.encoder`` on ``dataset`` with Ray Train; resumes when ``output`` names an earlier run.
+
+    ``eval_fn(encoder) -> {name: value}`` runs on the first worker every ``eval_every_steps`` and at each
+    epoch end. The final model is copied to ``export_model_to`` (sentence-transformers format) when given.
+    """
+    import ray.train
+    from ray.train.torch import TorchTrainer
+
+    ds = dataset() if callable(dataset) else dataset
+    rows = rows if rows is not None else ds.count()
+    if rows == 0:
+        raise ValueError("The training dataset is empty.")
+    total_steps = planned_steps(rows, config)
+    trainer = TorchTrainer(
+        train_loop_per_worker,
+        train_loop_config={"train": config.model_dump(mode="json"), "total_steps": total_steps,
+                           "eval_fn": eval_fn},
+        scaling_config=ray.train.ScalingConfig(
+            num_workers=config.scaling.num_workers, use_gpu=config.scaling.use_gpu,
+            resources_per_worker={"CPU": config.scaling.cpus_per_worker},
+        ),
+        run_config=ray.train.RunConfig(
+            name=output.name,
+            storage_path=_absolute_storage_path(output.storage_path),
+            checkpoint_config=ray.train.CheckpointConfig(num_to_keep=config.keep_checkpoints),
+            failure_config=ray.train.FailureConfig(max_failures=config.max_failures),
+        ),
+        datasets={"train": ds},
+    )
+    started = time.perf_counter()
+    result = trainer.fit()
+    seconds = time.perf_counter() - started
+    model_path = None
+    checkpoint_path = None
+    if result.checkpoint is not None:
+        checkpoint_path = result.checkpoint.path
+        if export_model_to is not None:
+            model_path = Path(export_model_to)
+            result.checkpoint.to_directory(str(model_path.parent / (model_path.name + ".ckpt-tmp")))
+            _move_model(model_path.parent / (model_path.name + ".ckpt-tmp"), model_path)
+    history = [m for m in (result.metrics_dataframe.to_dict("records") if result.metrics_dataframe is not None
+                           else [])]
+    metrics = dict(result.metrics or {})
+    return FitResult(model_path=model_path, steps=int(metrics.get("step", 0)), metrics=metrics,
+                     history=history, seconds=seconds, checkpoint_path=checkpoint_path)
+
+
+def _absolute_storage_path(storage_path: str) -> str:
+    if "://" in storage_path:
+        return storage_path
+    return str(Path(storage_path).expanduser().resolve())
+
+
+def _move_model(checkpoint_dir: Path, target: Path) -> None:
+    """Keep only the model folder of a checkpoint, replacing ``target`` atomically-ish."""
+    import shutil
+
+    from contrastext.train.checkpoint import MODEL_SUBDIR
+
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.move(str(checkpoint_dir / MODEL_SUBDIR), str(target))
+    shutil.rmtree(checkpoint_dir, ignore_errors=True)

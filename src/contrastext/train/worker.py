@@ -1,0 +1,197 @@
+"""The per-worker training function that Ray Train runs on every worker."""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+
+from contrastext.config import TrainConfig
+from contrastext.losses import build_loss
+from contrastext.models import TextEncoder
+from contrastext.train.batches import PAIR_LOSSES, SkippedRows, epoch_batches
+from contrastext.train.checkpoint import (
+    MODEL_SUBDIR,
+    Progress,
+    checkpoint_dir_name,
+    load_progress,
+    restore_state,
+    save_checkpoint,
+)
+
+EvalFn = Callable[[TextEncoder], dict[str, float]]
+
+
+def _all_ranks_have(has_batch: bool, device: torch.device) -> bool:
+    """Every rank must take the same number of steps (collectives); stop the epoch when any runs dry."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return has_batch
+    flag = torch.tensor([1 if has_batch else 0], device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    return bool(flag.item())
+
+
+def _data_parallel_weight(local_rows: int, device: torch.device) -> float:
+    """Scale for this rank's mean loss so DDP's gradient average equals the single-process gradient.
+
+    With equal batches the scale is 1; with a short last batch on some rank, each rank's mean must count
+    in proportion to its rows (see contrastext.losses.gather).
+    """
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return 1.0
+    total = torch.tensor([local_rows], dtype=torch.float64, device=device)
+    dist.all_reduce(total)
+    return dist.get_world_size() * local_rows / float(total.item())
+
+
+def _freeze_unused_pooler(encoder: TextEncoder) -> None:
+    """Our pooling reads token states, so a model's own pooler head gets no gradient; DDP refuses
+    parameters that never receive one, and keeping them frozen preserves them unchanged on save."""
+    for name, parameter in encoder.transformer.named_parameters():
+        if name.startswith("pooler."):
+            parameter.requires_grad_(False)
+
+
+def _linear_warmup_decay(total_steps: int, warmup_steps: int) -> Callable[[int], float]:
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / max(1, warmup_steps)
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+    return factor
+
+
+def _step_loss(model, encoder: TextEncoder, loss_fn, batch: list[tuple], loss_name: str,
+               max_length: int, device: torch.device, autocast) -> torch.Tensor:
+    if loss_name in PAIR_LOSSES:
+        # one forward over anchors and positives together: one padded batch, one DDP forward
+        texts = [a for a, _ in batch] + [p for _, p in batch]
+        with autocast:
+            embeddings = model({k: v.to(device) for k, v in encoder.tokenize(texts, max_length).items()})
+        anchors, positives = embeddings.float().split(len(batch))
+        return loss_fn(anchors, positives)
+    texts = [t for t, _ in batch]
+    labels = torch.tensor([label for _, label in batch], dtype=torch.long, device=device)
+    with autocast:
+        embeddings = model({k: v.to(device) for k, v in encoder.tokenize(texts, max_length).items()})
+    return loss_fn(embeddings.float(), labels)
+
+
+def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
+    import ray.train
+    import ray.train.torch
+
+    config = TrainConfig.model_validate(loop_config["train"])
+    total_steps: int = loop_config["total_steps"]
+    eval_fn: EvalFn | None = loop_config.get("eval_fn")
+    context = ray.train.get_context()
+    rank, world = context.get_world_rank(), context.get_world_size()
+    device = ray.train.torch.get_device()
+    torch.manual_seed(config.seed)
+
+    checkpoint = ray.train.get_checkpoint()
+    progress = Progress()
+    model_spec = config.encoder.model
+    resume_dir_ctx = checkpoint.as_directory() if checkpoint else nullcontext(None)
+    with resume_dir_ctx as resume_dir:
+        if resume_dir:
+            model_spec = str(Path(resume_dir) / MODEL_SUBDIR)
+            progress = load_progress(Path(resume_dir))
+        encoder = TextEncoder.from_pretrained(
+            model_spec, pooling=config.encoder.pooling, normalize=config.encoder.normalize,
+            max_length=config.encoder.max_length, device="cpu", allow_download=config.encoder.allow_download)
+        encoder.train()
+        _freeze_unused_pooler(encoder)
+        model = ray.train.torch.prepare_model(encoder)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=config.optimizer.lr,
+                                      weight_decay=config.optimizer.weight_decay)
+        warmup = math.ceil(total_steps * config.optimizer.warmup_ratio)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _linear_warmup_decay(total_steps, warmup))
+        if resume_dir:
+            restore_state(Path(resume_dir), optimizer, scheduler)
+            if rank == 0:
+                print(f"[contrastext] resuming at step {progress.step} (epoch {progress.epoch}, "
+                      f"batch {progress.batch_in_epoch})", flush=True)
+
+    loss_fn = build_loss(config.loss.name, **config.loss.params)
+    use_autocast = device.type == "cuda" and config.bf16
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if use_autocast else nullcontext()
+    shard = ray.train.get_dataset_shard("train")
+    skipped = SkippedRows()
+    window_loss, window_rows, window_start = 0.0, 0, time.perf_counter()
+    rows_seen = 0
+    resumed_from = progress.step
+
+    def report(metrics: dict[str, Any], with_checkpoint: bool) -> None:
+        metrics = {**metrics, "step": progress.step, "epoch": progress.epoch,
+                   "lr": scheduler.get_last_lr()[0], "rows_skipped": skipped.total, "resumed_from_step": resumed_from}
+        if not with_checkpoint:
+            ray.train.report(metrics)
+            return
+        with tempfile.TemporaryDirectory() as tmp:
+            ckpt = None
+            if rank == 0:
+                save_checkpoint(Path(tmp), encoder, optimizer, scheduler, progress)
+                ckpt = ray.train.Checkpoint.from_directory(tmp)
+            ray.train.report(metrics, checkpoint=ckpt, checkpoint_dir_name=checkpoint_dir_name(progress))
+
+    def evaluate() -> dict[str, float]:
+        if eval_fn is None or rank != 0:
+            return {}
+        encoder.eval()
+        try:
+            return {f"eval_{k}": float(v) for k, v in eval_fn(encoder).items()}
+        finally:
+            encoder.train()
+
+    done = progress.step >= total_steps or (config.max_steps is not None and progress.step >= config.max_steps)
+    for epoch in range(progress.epoch, config.epochs):
+        if done:
+            break
+        skip = progress.batch_in_epoch if epoch == progress.epoch else 0
+        progress.epoch, progress.batch_in_epoch = epoch, 0
+        batches = epoch_batches(shard, config, epoch, rank, skipped)
+        while True:
+            batch = next(batches, None)
+            if not _all_ranks_have(batch is not None, device):
+                break
+            progress.batch_in_epoch += 1
+            if progress.batch_in_epoch <= skip:
+                continue  # batches this epoch already trained on before the resume
+            loss = _step_loss(model, encoder, loss_fn, batch, config.loss.name,
+                              config.encoder.max_length, device, autocast)
+            optimizer.zero_grad(set_to_none=True)
+            (loss * _data_parallel_weight(len(batch), device)).backward()
+            if config.optimizer.max_grad_norm:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), config.optimizer.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            progress.step += 1
+            window_loss += loss.item() * len(batch)
+            window_rows += len(batch)
+            rows_seen += len(batch)
+            done = config.max_steps is not None and progress.step >= config.max_steps
+            at_checkpoint = bool(config.checkpoint_every_steps) and progress.step % config.checkpoint_every_steps == 0
+            at_eval = bool(config.eval_every_steps) and progress.step % config.eval_every_steps == 0
+            if progress.step % config.log_every_steps == 0 or at_checkpoint or at_eval or done:
+                elapsed = time.perf_counter() - window_start
+                metrics = {"loss": window_loss / max(1, window_rows),
+                           "rows_per_s": window_rows * world / max(elapsed, 1e-9), **(evaluate() if at_eval else {})}
+                if rank == 0:
+                    print(f"[contrastext] step {progress.step}/{total_steps} epoch {epoch} "
+                          f"loss {metrics['loss']:.4f} rows/s {metrics['rows_per_s']:.1f}", flush=True)
+                report(metrics, with_checkpoint=at_checkpoint and not done)
+                window_loss, window_rows, window_start = 0.0, 0, time.perf_counter()
+            if done:
+                break
+        if not done:
+            progress.epoch, progress.batch_in_epoch = epoch + 1, 0
+        # every epoch ends (and the run finishes) with a checkpoint of the model it reached
+        report({"loss": window_loss / max(1, window_rows), "rows_trained": rows_seen,
+                "skipped_reasons": dict(skipped.reasons), **evaluate()}, with_checkpoint=True)
+        window_loss, window_rows, window_start = 0.0, 0, time.perf_counter()

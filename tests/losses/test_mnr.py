@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from contrastext.losses import MultipleNegativesRankingLoss
+
+
+def _cos(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return (u * v).sum() / (u.norm() * v.norm())
+
+
+def _ce_loop(queries: torch.Tensor, candidates: list[torch.Tensor], scale: float) -> torch.Tensor:
+    """Mean over i of -log softmax(scale * cos(q_i, c))[i], written out term by term."""
+    total = torch.zeros((), dtype=queries.dtype)
+    for i in range(queries.shape[0]):
+        scores = [scale * _cos(queries[i], c) for c in candidates]
+        log_denominator = torch.log(sum(torch.exp(s) for s in scores))
+        total = total + (log_denominator - scores[i])
+    return total / queries.shape[0]
+
+
+def reference(anchors, positives, negatives=None, scale=20.0, symmetric=False):
+    candidates = list(positives) + (list(negatives) if negatives is not None else [])
+    forward = _ce_loop(anchors, candidates, scale)
+    if not symmetric:
+        return forward
+    return (forward + _ce_loop(positives, list(anchors), scale)) / 2
+
+
+SHAPES = [(1, 3), (4, 8), (7, 16)]
+
+
+@pytest.mark.parametrize("b,d", SHAPES)
+@pytest.mark.parametrize("symmetric", [False, True])
+@pytest.mark.parametrize("with_negatives", [False, True])
+def test_matches_loop_reference(b, d, symmetric, with_negatives):
+    g = torch.Generator().manual_seed(b * 100 + d)
+    a, p, n = (torch.randn(b, d, generator=g, dtype=torch.float64) for _ in range(3))
+    negatives = n if with_negatives else None
+    loss = MultipleNegativesRankingLoss(scale=20.0, symmetric=symmetric)(a, p, negatives)
+    torch.testing.assert_close(loss, reference(a, p, negatives, 20.0, symmetric))
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_gradients_match_reference(symmetric):
+    g = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(5, 8, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3)]
+    MultipleNegativesRankingLoss(scale=7.0, symmetric=symmetric)(*inputs).backward()
+    ours = [t.grad.clone() for t in inputs]
+    for t in inputs:
+        t.grad = None
+    reference(*inputs, scale=7.0, symmetric=symmetric).backward()
+    for got, expected in zip(ours, [t.grad for t in inputs]):
+        torch.testing.assert_close(got, expected)
+
+
+def test_float32_and_gather_flag_is_noop_without_process_group():
+    g = torch.Generator().manual_seed(1)
+    a, p, n = (torch.randn(6, 10, generator=g) for _ in range(3))
+    on = MultipleNegativesRankingLoss(gather_across_workers=True)(a, p, n)
+    off = MultipleNegativesRankingLoss(gather_across_workers=False)(a, p, n)
+    torch.testing.assert_close(on, off)
+    torch.testing.assert_close(on, reference(a.double(), p.double(), n.double()).float())
+
+
+def test_symmetric_is_mean_of_both_directions():
+    g = torch.Generator().manual_seed(2)
+    a, p = (torch.randn(6, 4, generator=g, dtype=torch.float64) for _ in range(2))
+    loss_fn = MultipleNegativesRankingLoss(scale=5.0)
+    symmetric = MultipleNegativesRankingLoss(scale=5.0, symmetric=True)(a, p)
+    torch.testing.assert_close(symmetric, (loss_fn(a, p) + loss_fn(p, a)) / 2)
+    # Swapping anchors and positives leaves the symmetric loss unchanged.
+    torch.testing.assert_close(symmetric, MultipleNegativesRankingLoss(scale=5.0, symmetric=True)(p, a))
+
+
+def test_hard_negatives_add_candidates():
+    # All vectors identical: every candidate scores the same, so the loss is log(#candidates).
+    a = torch.ones(3, 4, dtype=torch.float64)
+    loss_fn = MultipleNegativesRankingLoss()
+    torch.testing.assert_close(loss_fn(a, a), torch.tensor(math.log(3), dtype=torch.float64))
+    torch.testing.assert_close(loss_fn(a, a, a), torch.tensor(math.log(6), dtype=torch.float64))

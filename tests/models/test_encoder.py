@@ -1,0 +1,103 @@
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from contrastext.models import TextEncoder, UnsupportedModelLayoutError, pool
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Quantum mechanics describes nature at the smallest scales of energy.",
+    "short",
+    "A considerably longer passage about the history of the Roman Empire, its provinces, its roads "
+    "and the administrative reforms of Diocletian that divided it into tetrarchies.",
+    "Football is played by two teams of eleven players.",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_encoder_dir):
+    return TextEncoder.from_pretrained(tiny_encoder_dir)
+
+
+def _reference_pool(states, mask, mode):
+    out = []
+    for s, m in zip(states, mask):
+        kept = s[m.bool()]
+        out.append({"mean": kept.mean(0), "max": kept.max(0).values, "cls": s[0]}[mode])
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("mode", ["mean", "max", "cls"])
+def test_pooling_matches_a_row_by_row_reference(mode):
+    torch.manual_seed(0)
+    states = torch.randn(3, 7, 5)
+    mask = torch.tensor([[1] * 7, [1] * 3 + [0] * 4, [1] * 5 + [0] * 2])
+    torch.testing.assert_close(pool(states, mask, mode), _reference_pool(states, mask, mode))
+
+
+def test_encode_returns_float32_in_input_order_whatever_the_batching(tiny):
+    full = tiny.encode(TEXTS, batch_size=16)
+    assert full.dtype == np.float32 and full.shape == (len(TEXTS), 32)
+    one_by_one = np.stack([tiny.encode([t])[0] for t in TEXTS])
+    np.testing.assert_allclose(tiny.encode(TEXTS, batch_size=2), one_by_one, atol=1e-5)
+    np.testing.assert_allclose(full, one_by_one, atol=1e-5)
+
+
+def test_encode_of_nothing_is_an_empty_matrix(tiny):
+    assert tiny.encode([]).shape == (0, 32)
+
+
+def test_encode_agrees_with_the_training_forward(tiny):
+    with torch.no_grad():
+        expected = tiny.embed(TEXTS).numpy()
+    np.testing.assert_allclose(tiny.encode(TEXTS), expected, atol=1e-5)
+
+
+def test_max_length_truncates(tiny):
+    long_text = "word " * 500
+    a = tiny.encode([long_text], max_length=16)
+    b = tiny.encode(["word " * 14], max_length=16)  # [CLS] + 14 words + [SEP] = 16 tokens
+    np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_normalize_gives_unit_vectors(tiny_encoder_dir):
+    encoder = TextEncoder.from_pretrained(tiny_encoder_dir, normalize=True)
+    np.testing.assert_allclose(np.linalg.norm(encoder.encode(TEXTS), axis=1), 1.0, atol=1e-5)
+
+
+def test_save_and_load_round_trip_keeps_settings_and_embeddings(tiny, tmp_path):
+    tiny.pooling, tiny.normalize = "max", True
+    try:
+        tiny.save(tmp_path / "m")
+        again = TextEncoder.load(tmp_path / "m")
+        assert (again.pooling, again.normalize, again.max_length) == ("max", True, 64)
+        np.testing.assert_allclose(again.encode(TEXTS), tiny.encode(TEXTS), atol=1e-6)
+    finally:
+        tiny.pooling, tiny.normalize = "mean", False
+
+
+def test_plain_hugging_face_folder_gets_mean_pooling(tiny, tmp_path):
+    tiny.transformer.save_pretrained(tmp_path)
+    tiny.tokenizer.save_pretrained(tmp_path)
+    plain = TextEncoder.load(tmp_path)
+    assert (plain.pooling, plain.normalize) == ("mean", False)
+    np.testing.assert_allclose(plain.encode(TEXTS, max_length=64), tiny.encode(TEXTS), atol=1e-6)
+
+
+def test_unsupported_sentence_transformers_modules_are_refused(tiny, tmp_path):
+    tiny.save(tmp_path)
+    modules = json.loads((tmp_path / "modules.json").read_text())
+    modules.append({"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
+    (tmp_path / "modules.json").write_text(json.dumps(modules))
+    with pytest.raises(UnsupportedModelLayoutError, match="Dense"):
+        TextEncoder.load(tmp_path)
+
+
+def test_lower_case_models_lower_case_their_input(tiny, tmp_path):
+    tiny.save(tmp_path)
+    config = json.loads((tmp_path / "sentence_bert_config.json").read_text())
+    (tmp_path / "sentence_bert_config.json").write_text(json.dumps({**config, "do_lower_case": True}))
+    lowered = TextEncoder.load(tmp_path)
+    np.testing.assert_allclose(lowered.encode(["HELLO World"]), lowered.encode(["hello world"]), atol=1e-6)

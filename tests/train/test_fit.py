@@ -1,0 +1,81 @@
+"""The shared Ray Train fit on a tiny random encoder: 1 and 2 workers, checkpoints, malformed rows."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from contrastext.config import OutputConfig, ScalingSettings, TrainConfig, EncoderConfig, LossConfig
+from contrastext.models import TextEncoder
+from contrastext.train import fit, planned_steps
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def _pairs(n: int) -> list[dict]:
+    topics = ["physics", "football", "opera", "banking", "volcanoes", "poetry", "surgery", "chess"]
+    return [{"anchor": f"{topics[i % 8]} question {i}", "positive": f"about {topics[i % 8]} answer {i}"}
+            for i in range(n)]
+
+
+def _config(encoder_dir: Path, **overrides) -> TrainConfig:
+    base = dict(encoder=EncoderConfig(model=str(encoder_dir), max_length=32), batch_size=8, epochs=1,
+                checkpoint_every_steps=None, log_every_steps=2, shuffle_buffer_rows=64)
+    return TrainConfig(**{**base, **overrides})
+
+
+def test_two_workers_train_with_shared_negatives_and_export_a_loadable_model(ray_session, tiny_encoder_dir,
+                                                                                tmp_path):
+    import ray.data
+
+    rows = _pairs(64)
+    config = _config(tiny_encoder_dir, scaling=ScalingSettings(num_workers=2),
+                     loss=LossConfig(name="mnr", params={"scale": 20.0, "symmetric": True}))
+    result = fit(ray.data.from_items(rows), config, OutputConfig(storage_path=str(tmp_path), name="two"),
+                 export_model_to=tmp_path / "model")
+
+    assert result.steps == planned_steps(len(rows), config) == 4  # 32 rows per worker, batches of 8
+    assert np.isfinite(result.metrics["loss"])
+    trained = TextEncoder.load(result.model_path)
+    before = TextEncoder.load(tiny_encoder_dir)
+    texts = ["physics question 1", "opera"]
+    assert not np.allclose(trained.encode(texts), before.encode(texts))  # the weights moved
+    checkpoints = sorted(p.name for p in (tmp_path / "two").glob("checkpoint_step*"))
+    assert checkpoints == ["checkpoint_step000000004"]
+    progress = json.loads((tmp_path / "two" / checkpoints[0] / "progress.json").read_text())
+    assert progress == {"step": 4, "epoch": 1, "batch_in_epoch": 0}
+
+
+def test_malformed_rows_are_counted_and_skipped(ray_session, tiny_encoder_dir, tmp_path):
+    import ray.data
+
+    rows = _pairs(16) + [{"anchor": "", "positive": "empty anchor"}, {"anchor": "no positive", "positive": None},
+                         {"anchor": "  ", "positive": "blank anchor"}]
+    result = fit(ray.data.from_items(rows), _config(tiny_encoder_dir),
+                 OutputConfig(storage_path=str(tmp_path), name="bad-rows"))
+    assert result.metrics["rows_skipped"] == 3
+    assert result.metrics["skipped_reasons"] == {"empty or non-text anchor": 2, "empty or non-text positive": 1}
+    assert result.metrics["rows_trained"] == 16 and result.steps == 2
+
+
+def test_supervised_ntxent_trains_on_text_label_rows(ray_session, tiny_encoder_dir, tmp_path):
+    import ray.data
+
+    rows = [{"text": f"{t} item {i}", "label": t} for i, t in enumerate(["sport", "science", "art", "law"] * 8)]
+    config = _config(tiny_encoder_dir, columns=("text", "label"), loss=LossConfig(name="supcon"),
+                     max_steps=3, checkpoint_every_steps=2, keep_checkpoints=5)
+    result = fit(ray.data.from_items(rows), config, OutputConfig(storage_path=str(tmp_path), name="sup"))
+    assert result.steps == 3
+    assert np.isfinite(result.metrics["loss"])
+    names = sorted(p.name for p in (tmp_path / "sup").glob("checkpoint_step*"))
+    assert names == ["checkpoint_step000000002", "checkpoint_step000000003"]
+
+
+def test_missing_column_is_reported_by_name(ray_session, tiny_encoder_dir, tmp_path):
+    import ray.data
+
+    config = _config(tiny_encoder_dir)
+    with pytest.raises(Exception, match="no column"):
+        fit(ray.data.from_items([{"question": "a", "answer": "b"}] * 4), config,
+            OutputConfig(storage_path=str(tmp_path), name="bad"))
