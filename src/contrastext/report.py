@@ -16,7 +16,7 @@ def _cell(value: Any) -> str:
 def format_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
     cells = [[_cell(v) for v in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
-    line = "+".join("-" * (w + 2) for w in widths)
+    line = "-+-".join("-" * w for w in widths)
     out = [" | ".join(h.ljust(w) for h, w in zip(headers, widths)), line]
     for row in cells:
         out.append(" | ".join(v.rjust(w) if _numeric(v) else v.ljust(w) for v, w in zip(row, widths)))

@@ -39,4 +39,5 @@ def init_ray(config: RayConfig | None = None, **init_kwargs) -> None:
     num_cpus = config.num_cpus or local_num_cpus()
     log.info("starting a local Ray with %d logical CPUs", num_cpus)
     init_kwargs.setdefault("include_dashboard", False)
-    ray.init(num_cpus=num_cpus, runtime_env=runtime_env, **init_kwargs)
+    # address="local" always starts a fresh Ray, never silently joins one left by `ray start`
+    ray.init(address="local", num_cpus=num_cpus, runtime_env=runtime_env, **init_kwargs)

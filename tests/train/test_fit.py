@@ -37,6 +37,9 @@ def test_two_workers_train_with_shared_negatives_and_export_a_loadable_model(ray
 
     assert result.steps == planned_steps(len(rows), config) == 4  # 32 rows per worker, batches of 8
     assert np.isfinite(result.metrics["loss"])
+    assert result.metrics["rows_trained"] == 64  # summed over both workers
+    assert [h["step"] for h in result.history] == [2, 4, 4]  # log windows, then the epoch-end checkpoint
+    assert result.history[-1]["checkpoint"].endswith("checkpoint_step000000004")
     trained = TextEncoder.load(result.model_path)
     before = TextEncoder.load(tiny_encoder_dir)
     texts = ["physics question 1", "opera"]

@@ -6,9 +6,10 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from contrastext.config import OutputConfig, TrainConfig
+from contrastext.train.history import HistoryCallback, read_history
 from contrastext.train.worker import EvalFn, train_loop_per_worker
 
 DatasetOrFactory = Any  # ray.data.Dataset or a zero-argument callable returning one
@@ -47,6 +48,7 @@ def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
     if rows == 0:
         raise ValueError("The training dataset is empty.")
     total_steps = planned_steps(rows, config)
+    run_dir = output.run_dir()
     trainer = TorchTrainer(
         train_loop_per_worker,
         train_loop_config={"train": config.model_dump(mode="json"), "total_steps": total_steps,
@@ -60,6 +62,7 @@ def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
             storage_path=_absolute_storage_path(output.storage_path),
             checkpoint_config=ray.train.CheckpointConfig(num_to_keep=config.keep_checkpoints),
             failure_config=ray.train.FailureConfig(max_failures=config.max_failures),
+            callbacks=[HistoryCallback(run_dir)],
         ),
         datasets={"train": ds},
     )
@@ -74,9 +77,8 @@ def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
             model_path = Path(export_model_to)
             result.checkpoint.to_directory(str(model_path.parent / (model_path.name + ".ckpt-tmp")))
             _move_model(model_path.parent / (model_path.name + ".ckpt-tmp"), model_path)
-    history = [m for m in (result.metrics_dataframe.to_dict("records") if result.metrics_dataframe is not None
-                           else [])]
-    metrics = dict(result.metrics or {})
+    history = read_history(run_dir)
+    metrics = history[-1] if history else dict(result.metrics or {})
     return FitResult(model_path=model_path, steps=int(metrics.get("step", 0)), metrics=metrics,
                      history=history, seconds=seconds, checkpoint_path=checkpoint_path)
 

@@ -1,0 +1,96 @@
+"""Training throughput: the Ray Train loop with N CPU workers vs a plain single-process loop.
+
+    python benchmarks/train_step.py [--pairs 1024] [--batch-size 32] [--workers 2] [--max-length 64]
+
+Same model (bundled MiniLM), same real pairs (AG News title → description), same loss (MNR), same global
+batch (the Ray run splits it across workers, so each step does the same work). Steady-state pairs/s
+comes from the steps after the first log window of each run; Ray's start-up is reported apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+from _common import ag_news_rows, write_result  # noqa: E402
+from contrastext.config import EncoderConfig, OutputConfig, RayConfig, ScalingSettings, TrainConfig  # noqa: E402
+from contrastext.losses import MultipleNegativesRankingLoss  # noqa: E402
+from contrastext.models import DEFAULT_MODEL, TextEncoder  # noqa: E402
+from contrastext.report import format_table  # noqa: E402
+
+
+def single_process(pairs: list[tuple[str, str]], batch_size: int, max_length: int, warmup_steps: int) -> dict:
+    encoder = TextEncoder.from_pretrained(DEFAULT_MODEL, max_length=max_length, device="cpu")
+    encoder.train()
+    optimizer = torch.optim.AdamW(encoder.parameters(), lr=2e-5)
+    loss_fn = MultipleNegativesRankingLoss()
+    timed_rows, started = 0, None
+    for step, start in enumerate(range(0, len(pairs), batch_size)):
+        if step == warmup_steps:
+            started = time.perf_counter()
+        batch = pairs[start: start + batch_size]
+        embeddings = encoder.embed([a for a, _ in batch] + [p for _, p in batch])
+        loss = loss_fn(*embeddings.split(len(batch)))
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(encoder.parameters(), 1.0)
+        optimizer.step()
+        if started is not None:
+            timed_rows += len(batch)
+    return {"pairs_per_s": timed_rows / (time.perf_counter() - started), "threads": torch.get_num_threads()}
+
+
+def ray_train(pairs: list[tuple[str, str]], batch_size: int, workers: int, max_length: int,
+              log_every: int) -> dict:
+    import ray.data
+
+    from contrastext.runtime import init_ray
+    from contrastext.train import fit
+
+    started = time.perf_counter()
+    init_ray(RayConfig())
+    config = TrainConfig(encoder=EncoderConfig(model=DEFAULT_MODEL, max_length=max_length),
+                         batch_size=batch_size // workers, scaling=ScalingSettings(num_workers=workers),
+                         checkpoint_every_steps=None, log_every_steps=log_every, shuffle_buffer_rows=0)
+    rows = [{"anchor": a, "positive": p} for a, p in pairs]
+    with tempfile.TemporaryDirectory() as tmp:
+        result = fit(ray.data.from_items(rows), config, OutputConfig(storage_path=tmp, name="bench"))
+    wall = time.perf_counter() - started
+    windows = [m["rows_per_s"] for m in result.history if "rows_per_s" in m]
+    steady = windows[1:] or windows  # the first window includes compilation and data start-up
+    return {"pairs_per_s": sum(steady) / len(steady), "windows_pairs_per_s": windows,
+            "wall_s_incl_startup": wall, "wall_pairs_per_s": len(rows) / wall}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pairs", type=int, default=1024)
+    parser.add_argument("--batch-size", type=int, default=32, help="global batch of both runs")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--max-length", type=int, default=64)
+    args = parser.parse_args()
+    pairs = ag_news_rows(args.pairs)
+    log_every = 4
+    plain = single_process(pairs, args.batch_size, args.max_length, warmup_steps=log_every)
+    distributed = ray_train(pairs, args.batch_size, args.workers, args.max_length, log_every)
+    ratio = distributed["pairs_per_s"] / plain["pairs_per_s"]
+    result = {"pairs": len(pairs), "global_batch": args.batch_size, "workers": args.workers,
+              "max_length": args.max_length, "cpu_count": os.cpu_count(),
+              "single_process": plain, "ray_train": distributed, "ratio_ray_over_single": ratio}
+    print(format_table([
+        [f"single process ({plain['threads']} torch threads)", plain["pairs_per_s"]],
+        [f"Ray Train, {args.workers} CPU workers, steady state", distributed["pairs_per_s"]],
+        ["Ray Train incl. Ray + worker start-up", distributed["wall_pairs_per_s"]],
+        ["ratio Ray / single (steady state)", ratio],
+    ], headers=[f"MNR, global batch {args.batch_size}, {len(pairs)} AG News pairs (pairs/s)", "value"]))
+    print(f"written to {write_result('train_step', result)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""Kill a fit after it wrote a checkpoint, run it again with the same name: it continues from that step."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from contrastext.config import EncoderConfig, OutputConfig, TrainConfig
+from contrastext.train import fit
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+ROWS = 240
+REPO_SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def _config(encoder_dir) -> TrainConfig:
+    return TrainConfig(encoder=EncoderConfig(model=str(encoder_dir), max_length=16), batch_size=4,
+                       checkpoint_every_steps=5, keep_checkpoints=3, log_every_steps=5, shuffle_buffer_rows=0)
+
+
+def _rows():
+    return [{"anchor": f"anchor text {i}", "positive": f"positive text {i}"} for i in range(ROWS)]
+
+
+FIRST_RUN = textwrap.dedent("""
+    import sys, time, json
+    import ray, ray.data
+    from contrastext.config import TrainConfig, OutputConfig, RayConfig
+    from contrastext.runtime import init_ray
+    from contrastext.train import fit
+
+    config = TrainConfig.model_validate_json(sys.argv[1])
+    init_ray(RayConfig(num_cpus=3))
+
+    def slow(batch):  # a slow input pipeline, so the kill lands mid-run
+        time.sleep(0.4)
+        return batch
+
+    rows = [{"anchor": f"anchor text {i}", "positive": f"positive text {i}"} for i in range(%d)]
+    ds = ray.data.from_items(rows).map_batches(slow, batch_size=4)
+    fit(ds, config, OutputConfig(storage_path=sys.argv[2], name="resumable"), rows=len(rows))
+""" % ROWS)
+
+
+def _checkpointed_steps(run_dir: Path) -> list[int]:
+    return sorted(json.loads(p.read_text())["step"] for p in run_dir.glob("checkpoint_step*/progress.json"))
+
+
+def test_killed_fit_resumes_from_its_last_checkpoint(ray_session, tiny_encoder_dir, tmp_path):
+    import ray.data
+
+    config = _config(tiny_encoder_dir)
+    script = tmp_path / "first_run.py"
+    script.write_text(FIRST_RUN)
+    env = {**os.environ, "PYTHONPATH": f"{REPO_SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    process = subprocess.Popen([sys.executable, str(script), config.model_dump_json(), str(tmp_path)],
+                               env=env, start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run_dir = tmp_path / "resumable"
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline and not _checkpointed_steps(run_dir):
+            assert process.poll() is None, "the first run ended before writing a checkpoint"
+            time.sleep(0.5)
+        time.sleep(1.0)  # let the controller record the checkpoint it just received
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    reached = _checkpointed_steps(run_dir)
+    assert reached, "no checkpoint was written before the deadline"
+    total = ROWS // config.batch_size
+    assert max(reached) < total, "the first run finished before it was killed; nothing to resume"
+
+    result = fit(ray.data.from_items(_rows()), config, OutputConfig(storage_path=str(tmp_path), name="resumable"))
+
+    assert result.metrics["resumed_from_step"] in reached and result.metrics["resumed_from_step"] > 0
+    assert result.steps == total
+    assert max(_checkpointed_steps(run_dir)) == total
