@@ -1,0 +1,304 @@
+"""contrastext.config: defaults, YAML loading, --set overrides, validation errors, round trip."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from contrastext.config import (
+    FitJobConfig,
+    OutputConfig,
+    TrainConfig,
+    apply_overrides,
+    dump_config,
+    load_config,
+    parse_override,
+)
+from contrastext.models.resolve import DEFAULT_MODEL
+
+
+# --- defaults ---------------------------------------------------------------------------------------
+
+def test_train_config_defaults():
+    config = TrainConfig()
+    assert config.epochs == 1
+    assert config.batch_size == 32
+    assert config.max_steps is None
+    assert config.columns == ("anchor", "positive")
+    assert config.no_duplicates is True
+    assert config.checkpoint_every_steps == 500
+    assert config.keep_checkpoints == 2
+    assert config.seed == 42
+    assert config.max_failures == 0
+    assert config.encoder.model == DEFAULT_MODEL
+    assert config.encoder.pooling is None
+    assert config.encoder.max_length == 128
+    assert config.encoder.allow_download is False
+    assert config.optimizer.lr == pytest.approx(2e-5)
+    assert config.optimizer.warmup_ratio == pytest.approx(0.1)
+    assert config.optimizer.max_grad_norm == pytest.approx(1.0)
+    assert config.loss.name == "mnr"
+    assert config.loss.params == {}
+    assert config.scaling.num_workers == 1
+    assert config.scaling.use_gpu is False
+
+
+def test_fit_job_config_defaults_differ_from_plain_train_config():
+    config = FitJobConfig()
+    assert config.pairs is None
+    assert config.max_rows is None
+    assert config.eval_fraction == pytest.approx(0.1)
+    # the quick-start job overrides a few TrainConfig defaults through its default factory
+    assert config.train.batch_size == 16
+    assert config.train.epochs == 1
+    assert config.train.checkpoint_every_steps is None
+    assert config.output.name == "quickstart"
+    assert config.output.storage_path == "runs"
+    assert config.ray.address is None
+    assert config.ray.num_cpus is None
+
+
+def test_default_factories_give_independent_objects():
+    first, second = TrainConfig(), TrainConfig()
+    first.loss.params["scale"] = 10.0
+    assert second.loss.params == {}
+
+
+# --- parse_override / apply_overrides ---------------------------------------------------------------
+
+@pytest.mark.parametrize(("item", "path", "value"), [
+    ("train.batch_size=64", ["train", "batch_size"], 64),
+    ("train.bf16=false", ["train", "bf16"], False),
+    ("train.optimizer.lr=0.001", ["train", "optimizer", "lr"], 0.001),
+    ("train.columns=[text, label]", ["train", "columns"], ["text", "label"]),
+    ("ray.address=null", ["ray", "address"], None),
+    ("output.name=my-run", ["output", "name"], "my-run"),
+    ("output.name=", ["output", "name"], ""),
+    ("pairs=data/a=b.jsonl", ["pairs"], "data/a=b.jsonl"),  # split on the first '=' only
+    (" train.seed =7", ["train", "seed"], 7),
+])
+def test_parse_override_reads_values_as_yaml(item, path, value):
+    assert parse_override(item) == (path, value)
+
+
+def test_parse_override_without_equals_is_rejected():
+    with pytest.raises(ValueError, match="key.path=value"):
+        parse_override("train.batch_size")
+
+
+def test_parse_override_with_empty_key_is_rejected():
+    with pytest.raises(ValueError, match="empty key"):
+        parse_override("=3")
+
+
+def test_apply_overrides_creates_and_updates_nested_keys():
+    data = {"train": {"batch_size": 16, "optimizer": {"lr": 1.0}}}
+    result = apply_overrides(data, ["train.batch_size=8", "train.optimizer.lr=0.5",
+                                    "train.loss.params.scale=20", "pairs=x.parquet"])
+    assert result is data
+    assert data == {"train": {"batch_size": 8, "optimizer": {"lr": 0.5}, "loss": {"params": {"scale": 20}}},
+                    "pairs": "x.parquet"}
+
+
+def test_apply_overrides_later_wins():
+    assert apply_overrides({}, ["a=1", "a=2"]) == {"a": 2}
+
+
+def test_apply_overrides_through_a_value_is_rejected():
+    with pytest.raises(ValueError, match="'batch_size' is a value, not a section"):
+        apply_overrides({"train": {"batch_size": 16}}, ["train.batch_size.x=1"])
+
+
+# --- load_config ------------------------------------------------------------------------------------
+
+def _write(tmp_path: Path, text: str, name: str = "job.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_load_config_without_file_or_overrides_is_the_defaults():
+    assert load_config(FitJobConfig) == FitJobConfig()
+
+
+def test_load_config_from_yaml_file(tmp_path):
+    path = _write(tmp_path, """
+pairs: data/pairs.parquet
+max_rows: 1000
+train:
+  batch_size: 64
+  epochs: 3
+  columns: [question, answer]
+  optimizer:
+    lr: 0.0001
+  loss:
+    name: ntxent
+    params: {temperature: 0.05}
+output:
+  storage_path: s3://bucket/runs
+  name: exp1
+""")
+    config = load_config(FitJobConfig, path)
+    assert config.pairs == "data/pairs.parquet"
+    assert config.max_rows == 1000
+    assert config.train.batch_size == 64
+    assert config.train.epochs == 3
+    assert config.train.columns == ("question", "answer")
+    assert config.train.optimizer.lr == pytest.approx(1e-4)
+    assert config.train.loss.name == "ntxent"
+    assert config.train.loss.params == {"temperature": 0.05}
+    assert config.output.storage_path == "s3://bucket/runs"
+    assert config.output.name == "exp1"
+    # keys the file leaves out keep their defaults
+    assert config.eval_fraction == pytest.approx(0.1)
+    assert config.train.seed == 42
+
+
+def test_a_partial_train_section_replaces_the_job_default_factory(tmp_path):
+    # a ``train:`` block in the file builds TrainConfig from its own defaults, not the quick-start's
+    config = load_config(FitJobConfig, _write(tmp_path, "train:\n  epochs: 2\n"))
+    assert config.train.epochs == 2
+    assert config.train.batch_size == 32
+
+
+def test_empty_yaml_file_is_the_defaults(tmp_path):
+    assert load_config(FitJobConfig, _write(tmp_path, "")) == FitJobConfig()
+
+
+def test_overrides_keep_the_job_defaults():
+    config = load_config(FitJobConfig, overrides=["train.seed=7"])
+    assert config.train.seed == 7
+    # overrides are applied over the model's defaults, so the quick-start factory still holds
+    assert config.train.batch_size == 16
+    assert config.train.checkpoint_every_steps is None
+    assert config.output.name == "quickstart"
+
+
+def test_yaml_typed_overrides():
+    config = load_config(FitJobConfig, overrides=[
+        "train.batch_size=8", "train.bf16=false", "train.columns=[text, label]",
+        "train.loss.name=supcon", "train.loss.params.temperature=0.1", "train.max_steps=5",
+        "ray.num_cpus=2", "train.optimizer.max_grad_norm=null",
+    ])
+    assert config.train.batch_size == 8 and isinstance(config.train.batch_size, int)
+    assert config.train.bf16 is False
+    assert config.train.columns == ("text", "label")
+    assert config.train.loss.name == "supcon"
+    assert config.train.loss.params == {"temperature": 0.1}
+    assert config.train.max_steps == 5
+    assert config.ray.num_cpus == 2
+    assert config.train.optimizer.max_grad_norm is None
+
+
+def test_override_on_top_of_a_file(tmp_path):
+    path = _write(tmp_path, "train:\n  batch_size: 64\n  epochs: 3\noutput:\n  name: from-file\n")
+    config = load_config(FitJobConfig, path, ["train.batch_size=8", "output.storage_path=/tmp/x"])
+    assert config.train.batch_size == 8       # the override wins over the file
+    assert config.train.epochs == 3           # the file's other values stay
+    assert config.output.name == "from-file"
+    assert config.output.storage_path == "/tmp/x"
+
+
+def test_unknown_top_level_key_is_rejected_by_name(tmp_path):
+    with pytest.raises(ValidationError) as info:
+        load_config(FitJobConfig, _write(tmp_path, "pairz: x.parquet\n"))
+    errors = info.value.errors()
+    assert [e["type"] for e in errors] == ["extra_forbidden"]
+    assert errors[0]["loc"] == ("pairz",)
+    assert "pairz" in str(info.value)
+
+
+def test_unknown_nested_override_key_is_rejected_by_name():
+    with pytest.raises(ValidationError) as info:
+        load_config(FitJobConfig, overrides=["train.batch_sise=8"])
+    errors = info.value.errors()
+    assert [e["type"] for e in errors] == ["extra_forbidden"]
+    assert errors[0]["loc"] == ("train", "batch_sise")
+    assert "batch_sise" in str(info.value)
+
+
+@pytest.mark.parametrize(("override", "loc"), [
+    ("train.batch_size=1", ("train", "batch_size")),
+    ("train.optimizer.warmup_ratio=2", ("train", "optimizer", "warmup_ratio")),
+    ("train.optimizer.lr=0", ("train", "optimizer", "lr")),
+    ("train.epochs=0", ("train", "epochs")),
+    ("eval_fraction=1", ("eval_fraction",)),
+    ("train.loss.name=triplet", ("train", "loss", "name")),
+    ("train.encoder.pooling=sum", ("train", "encoder", "pooling")),
+    ("train.batch_size=many", ("train", "batch_size")),
+])
+def test_bad_values_are_rejected(override, loc):
+    with pytest.raises(ValidationError) as info:
+        load_config(FitJobConfig, overrides=[override])
+    assert [e["loc"] for e in info.value.errors()] == [loc]
+
+
+def test_bad_value_in_a_file_is_rejected(tmp_path):
+    with pytest.raises(ValidationError) as info:
+        load_config(FitJobConfig, _write(tmp_path, "train:\n  batch_size: 1\n"))
+    assert [e["loc"] for e in info.value.errors()] == [("train", "batch_size")]
+
+
+@pytest.mark.parametrize("text", ["- a\n- b\n", "just a string\n", "42\n"])
+def test_non_mapping_top_level_is_rejected(tmp_path, text):
+    path = _write(tmp_path, text)
+    with pytest.raises(ValueError, match="top level must be a mapping") as info:
+        load_config(FitJobConfig, path)
+    assert not isinstance(info.value, ValidationError)
+    assert str(path) in str(info.value)
+
+
+def test_override_without_equals_is_rejected_by_load_config():
+    with pytest.raises(ValueError, match="not of the form key.path=value"):
+        load_config(FitJobConfig, overrides=["train.batch_size"])
+
+
+def test_missing_file_raises_oserror(tmp_path):
+    with pytest.raises(OSError):
+        load_config(FitJobConfig, tmp_path / "absent.yaml")
+
+
+# --- dump_config ------------------------------------------------------------------------------------
+
+def test_dump_config_round_trips_through_load_config(tmp_path):
+    config = load_config(FitJobConfig, overrides=[
+        "pairs=data/p.jsonl", "train.batch_size=8", "train.columns=[q, a]", "train.loss.name=ntxent",
+        "train.loss.params.temperature=0.05", "train.optimizer.lr=0.0003", "output.storage_path=s3://b/r",
+        "train.max_steps=3",
+    ])
+    text = dump_config(config)
+    assert "batch_size: 8" in text
+    path = _write(tmp_path, text, "dumped.yaml")
+    assert load_config(FitJobConfig, path) == config
+
+
+def test_dump_config_of_defaults_round_trips(tmp_path):
+    config = TrainConfig()
+    assert load_config(TrainConfig, _write(tmp_path, dump_config(config))) == config
+
+
+def test_dump_config_keeps_field_order():
+    text = dump_config(FitJobConfig())
+    top_level = [line.split(":")[0] for line in text.splitlines() if line and not line.startswith(" ")]
+    assert top_level == list(FitJobConfig.model_fields)
+
+
+# --- OutputConfig.run_dir ---------------------------------------------------------------------------
+
+def test_run_dir_of_a_relative_local_path_is_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run_dir = OutputConfig(storage_path="runs", name="exp").run_dir()
+    assert Path(run_dir).is_absolute()
+    assert Path(run_dir) == tmp_path.resolve() / "runs" / "exp"
+
+
+def test_run_dir_expands_the_home_folder(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert Path(OutputConfig(storage_path="~/runs", name="exp").run_dir()) == tmp_path.resolve() / "runs" / "exp"
+
+
+@pytest.mark.parametrize("storage", ["s3://bucket/runs", "s3://bucket/runs/"])
+def test_run_dir_of_a_uri_stays_a_uri(storage):
+    assert OutputConfig(storage_path=storage, name="exp").run_dir() == "s3://bucket/runs/exp"
