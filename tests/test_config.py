@@ -78,6 +78,13 @@ def test_default_factories_give_independent_objects():
     ("output.name=", ["output", "name"], ""),
     ("pairs=data/a=b.jsonl", ["pairs"], "data/a=b.jsonl"),  # split on the first '=' only
     (" train.seed =7", ["train", "seed"], 7),
+    # PyYAML alone reads these as strings (YAML 1.1 wants a dot); config reads them as floats (YAML 1.2)
+    ("train.loss.params.temperature=5e-2", ["train", "loss", "params", "temperature"], 0.05),
+    ("train.optimizer.lr=1E-4", ["train", "optimizer", "lr"], 1e-4),
+    ("x=-2.5e+3", ["x"], -2500.0),
+    ("x=[1e-3, 2]", ["x"], [0.001, 2]),
+    ("x=1e", ["x"], "1e"),
+    ("x=e5", ["x"], "e5"),
 ])
 def test_parse_override_reads_values_as_yaml(item, path, value):
     assert parse_override(item) == (path, value)
@@ -190,6 +197,17 @@ def test_yaml_typed_overrides():
     assert config.train.max_steps == 5
     assert config.ray.num_cpus == 2
     assert config.train.optimizer.max_grad_norm is None
+
+
+def test_scientific_notation_reaches_free_form_loss_params_as_a_float(tmp_path):
+    # typed fields would coerce "1e-4" anyway; loss.params is dict[str, Any] and is passed to the loss as is
+    config = load_config(FitJobConfig, overrides=["train.loss.params.temperature=5e-2"])
+    assert config.train.loss.params == {"temperature": 0.05}
+    assert isinstance(config.train.loss.params["temperature"], float)
+
+    path = _write(tmp_path, "train:\n  loss:\n    name: ntxent\n    params: {temperature: 5e-2}\n")
+    params = load_config(FitJobConfig, path).train.loss.params
+    assert params == {"temperature": 0.05} and isinstance(params["temperature"], float)
 
 
 def test_override_on_top_of_a_file(tmp_path):

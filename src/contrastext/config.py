@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -95,6 +96,24 @@ class FitJobConfig(Settings):
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
 
+class _YamlLoader(yaml.SafeLoader):
+    """SafeLoader that also reads ``1e-4`` as a float (YAML 1.2), not a string as PyYAML's 1.1 rules do.
+
+    Typed fields would coerce the string anyway, but free-form ones (``train.loss.params``) would not.
+    """
+
+
+_YamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def _yaml_load(stream: Any) -> Any:
+    return yaml.load(stream, Loader=_YamlLoader)  # noqa: S506 -- a SafeLoader subclass
+
+
 def parse_override(item: str) -> tuple[list[str], Any]:
     """``a.b=3`` → (['a', 'b'], 3); the value is read as YAML so numbers, booleans and lists work."""
     if "=" not in item:
@@ -102,7 +121,7 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     key, raw = item.split("=", 1)
     if not key.strip():
         raise ValueError(f"Override {item!r} has an empty key.")
-    return key.strip().split("."), yaml.safe_load(raw) if raw.strip() else ""
+    return key.strip().split("."), _yaml_load(raw) if raw.strip() else ""
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -124,7 +143,7 @@ def load_config(model: type[ConfigT], path: str | os.PathLike[str] | None = None
     data: dict[str, Any] = {}
     if path is not None:
         with open(path, encoding="utf-8") as f:
-            loaded = yaml.safe_load(f) or {}
+            loaded = _yaml_load(f) or {}
         if not isinstance(loaded, dict):
             raise ValueError(f"{path}: the top level must be a mapping, not {type(loaded).__name__}.")
         data = loaded

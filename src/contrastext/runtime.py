@@ -38,6 +38,7 @@ def init_ray(config: RayConfig | None = None, **init_kwargs) -> None:
         return
     num_cpus = config.num_cpus or local_num_cpus()
     log.info("starting a local Ray with %d logical CPUs", num_cpus)
-    init_kwargs.setdefault("include_dashboard", False)
+    # the dashboard serves the state API that Ray Train's placement-group cleaner polls
+    init_kwargs.setdefault("dashboard_host", "127.0.0.1")
     # address="local" always starts a fresh Ray, never silently joins one left by `ray start`
     ray.init(address="local", num_cpus=num_cpus, runtime_env=runtime_env, **init_kwargs)

@@ -13,6 +13,8 @@ class PairRetrievalEvaluator:
     """Accuracy@1, accuracy@5 and MRR of anchor → positive retrieval by cosine similarity.
 
     Distinct positive strings are the candidates, so repeated positives never count against the model.
+    A candidate scoring the same as the target counts against it (the rank is pessimistic), so a collapsed
+    encoder that gives every text one vector scores acc@1 = 0, not 1.
     """
 
     anchors: Sequence[str]
@@ -29,7 +31,8 @@ class PairRetrievalEvaluator:
         c = _unit(encoder.encode(candidates, batch_size=self.batch_size))
         scores = a @ c.T
         target_scores = scores[np.arange(len(targets)), targets]
-        ranks = 1 + (scores > target_scores[:, None]).sum(axis=1)
+        ranks = (scores >= target_scores[:, None]).sum(axis=1)  # the target itself counts once
+        ranks[~np.isfinite(target_scores)] = len(candidates)  # a NaN embedding retrieves nothing
         return {
             "acc@1": float((ranks == 1).mean()),
             "acc@5": float((ranks <= 5).mean()),

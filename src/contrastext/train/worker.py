@@ -139,6 +139,8 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
                 save_checkpoint(Path(tmp), encoder, optimizer, scheduler, progress)
                 ckpt = ray.train.Checkpoint.from_directory(tmp)
             ray.train.report(metrics, checkpoint=ckpt, checkpoint_dir_name=checkpoint_dir_name(progress))
+        if rank == 0:
+            print(f"[contrastext] checkpoint at step {progress.step}", flush=True)
 
     def evaluate() -> dict[str, float]:
         if eval_fn is None or rank != 0:
