@@ -50,3 +50,15 @@ def test_we_load_what_sentence_transformers_saves(theirs, tmp_path):
     loaded = TextEncoder.load(tmp_path / "theirs")
     assert (loaded.pooling, loaded.normalize) == ("mean", True)
     np.testing.assert_allclose(loaded.encode(TEXTS), theirs.encode(TEXTS), atol=1e-5, rtol=0)
+
+
+
+def test_equal_to_sentence_transformers_on_real_news_texts(ours, theirs):
+    import csv
+
+    from conftest import shared_data
+
+    with open(shared_data("ag_news/test.csv"), newline="", encoding="utf-8") as f:
+        texts = [f"{title}. {body}" for _, title, body in list(csv.reader(f))[:96]]
+    np.testing.assert_allclose(ours.encode(texts, batch_size=32), theirs.encode(texts, batch_size=32),
+                               atol=1e-5, rtol=0)

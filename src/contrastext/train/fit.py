@@ -63,8 +63,6 @@ def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
             checkpoint_config=ray.train.CheckpointConfig(num_to_keep=config.keep_checkpoints),
             failure_config=ray.train.FailureConfig(max_failures=config.max_failures),
             callbacks=[HistoryCallback(run_dir)],
-            # our workers print one line per log window; Ray Train's per-report lines would double it
-            logging_config=ray.train.LoggingConfig(log_level="WARNING"),
         ),
         datasets={"train": ds},
     )
