@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
+
+from contrastext.train.samplers.base import EpochPlannedSampler
 
 __all__ = ["ClassBalancedBatchSampler"]
 
 
-class ClassBalancedBatchSampler:
+class ClassBalancedBatchSampler(EpochPlannedSampler):
     """Batches of ``batch_size // samples_per_class`` groups of ``k`` same-label rows.
 
     Each epoch, seeded by ``(seed, epoch)``: the rows of every class are shuffled
@@ -79,21 +81,8 @@ class ClassBalancedBatchSampler:
         self._cache: tuple[int, list[list[int]]] | None = None
         self._plan()  # fail fast: feasibility does not depend on the epoch
 
-    def set_epoch(self, epoch: int) -> None:
-        if epoch < 0:
-            raise ValueError(f"epoch must be >= 0, got {epoch}")
-        self.epoch = epoch
-
-    def __iter__(self) -> Iterator[list[int]]:
-        return iter([list(b) for b in self._plan()])
-
-    def __len__(self) -> int:
-        return len(self._plan())
-
-    def _plan(self) -> list[list[int]]:
-        if self._cache is None or self._cache[0] != self.epoch:
-            self._cache = (self.epoch, self._plan_epoch())
-        return self._cache[1]
+    def _build_plan(self) -> list[list[int]]:
+        return self._plan_epoch()
 
     def _plan_epoch(self) -> list[list[int]]:
         rng = np.random.default_rng([self.seed, self.epoch])

@@ -11,6 +11,8 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
+from contrastext.train.samplers.base import EpochPlannedSampler
+
 T = TypeVar("T")
 
 __all__ = ["NoDuplicatesBatchSampler", "iter_no_duplicate_batches"]
@@ -93,7 +95,7 @@ def _iter_batches(
         yield from packer.restart()
 
 
-class NoDuplicatesBatchSampler:
+class NoDuplicatesBatchSampler(EpochPlannedSampler):
     """Batch sampler over in-memory rows; no string repeats inside a batch.
 
     Row ``i`` holds the strings ``texts_per_row[i]`` (e.g. anchor, positive). Each
@@ -147,21 +149,8 @@ class NoDuplicatesBatchSampler:
         self._cache: tuple[int, list[list[int]]] | None = None
         self._plan()  # fail fast on data too clash-heavy for world_size (epoch 0)
 
-    def set_epoch(self, epoch: int) -> None:
-        if epoch < 0:
-            raise ValueError(f"epoch must be >= 0, got {epoch}")
-        self.epoch = epoch
-
-    def __iter__(self) -> Iterator[list[int]]:
-        return iter([list(b) for b in self._plan()])
-
-    def __len__(self) -> int:
-        return len(self._plan())
-
-    def _plan(self) -> list[list[int]]:
-        if self._cache is None or self._cache[0] != self.epoch:
-            self._cache = (self.epoch, self._plan_rank(self._plan_epoch()))
-        return self._cache[1]
+    def _build_plan(self) -> list[list[int]]:
+        return self._plan_rank(self._plan_epoch())
 
     def _plan_epoch(self) -> list[list[int]]:
         rng = np.random.default_rng([self.seed, self.epoch])
