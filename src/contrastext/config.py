@@ -70,10 +70,14 @@ class OutputConfig(Settings):
     storage_path: str = Field("runs", description="local folder or pyarrow URI (s3://…) for checkpoints and results")
     name: str = Field("fit", description="run name; running again with the same name resumes it")
 
-    def run_dir(self) -> str:
+    def storage_uri(self) -> str:
+        """The storage path as Ray Train needs it: a URI as given, a local folder made absolute."""
         if "://" in self.storage_path:
-            return f"{self.storage_path.rstrip('/')}/{self.name}"
-        return str(Path(self.storage_path).expanduser().resolve() / self.name)
+            return self.storage_path.rstrip("/")
+        return str(Path(self.storage_path).expanduser().resolve())
+
+    def run_dir(self) -> str:
+        return f"{self.storage_uri()}/{self.name}"
 
 
 class RayConfig(Settings):

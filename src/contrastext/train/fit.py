@@ -59,7 +59,7 @@ def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
         ),
         run_config=ray.train.RunConfig(
             name=output.name,
-            storage_path=_absolute_storage_path(output.storage_path),
+            storage_path=output.storage_uri(),
             checkpoint_config=ray.train.CheckpointConfig(num_to_keep=config.keep_checkpoints),
             failure_config=ray.train.FailureConfig(max_failures=config.max_failures),
             callbacks=[HistoryCallback(run_dir)],
@@ -74,28 +74,24 @@ def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
     if result.checkpoint is not None:
         checkpoint_path = result.checkpoint.path
         if export_model_to is not None:
-            model_path = Path(export_model_to)
-            result.checkpoint.to_directory(str(model_path.parent / (model_path.name + ".ckpt-tmp")))
-            _move_model(model_path.parent / (model_path.name + ".ckpt-tmp"), model_path)
+            model_path = _export_model(result.checkpoint, Path(export_model_to))
     history = read_history(run_dir)
     metrics = history[-1] if history else dict(result.metrics or {})
     return FitResult(model_path=model_path, steps=int(metrics.get("step", 0)), metrics=metrics,
                      history=history, seconds=seconds, checkpoint_path=checkpoint_path)
 
 
-def _absolute_storage_path(storage_path: str) -> str:
-    if "://" in storage_path:
-        return storage_path
-    return str(Path(storage_path).expanduser().resolve())
-
-
-def _move_model(checkpoint_dir: Path, target: Path) -> None:
-    """Keep only the model folder of a checkpoint, replacing ``target`` atomically-ish."""
+def _export_model(checkpoint, target: Path) -> Path:
+    """Copy the checkpoint's model folder (from local disk or a URI) to ``target``, replacing it."""
     import shutil
+    import tempfile
 
     from contrastext.train.checkpoint import MODEL_SUBDIR
 
-    if target.exists():
-        shutil.rmtree(target)
-    shutil.move(str(checkpoint_dir / MODEL_SUBDIR), str(target))
-    shutil.rmtree(checkpoint_dir, ignore_errors=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as staging:
+        checkpoint.to_directory(staging)
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.move(str(Path(staging) / MODEL_SUBDIR), str(target))
+    return target
