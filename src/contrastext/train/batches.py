@@ -7,6 +7,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+import numpy as np
+
 from contrastext.config import TrainConfig
 from contrastext.train.samplers import iter_no_duplicate_batches
 
@@ -30,7 +32,7 @@ class SkippedRows:
 
 def label_id(label: Any) -> int:
     """A label as an int that is the same on every worker (string labels are hashed, not enumerated)."""
-    if isinstance(label, (int,)) or (hasattr(label, "dtype") and getattr(label.dtype, "kind", "") in "iu"):
+    if isinstance(label, (int, np.integer)) and not isinstance(label, bool):
         return int(label)
     return zlib.crc32(str(label).encode("utf-8"))
 

@@ -28,26 +28,22 @@ from contrastext.train.checkpoint import (
 EvalFn = Callable[[TextEncoder], dict[str, float]]
 
 
-def _all_ranks_have(has_batch: bool, device: torch.device) -> bool:
-    """Every rank must take the same number of steps (collectives); stop the epoch when any runs dry."""
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return has_batch
-    flag = torch.tensor([1 if has_batch else 0], device=device)
-    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
-    return bool(flag.item())
+def _sync_step(local_rows: int, device: torch.device) -> tuple[bool, float]:
+    """One collective per step: do all ranks have a batch, and this rank's loss weight.
 
-
-def _data_parallel_weight(local_rows: int, device: torch.device) -> float:
-    """Scale for this rank's mean loss so DDP's gradient average equals the single-process gradient.
-
-    With equal batches the scale is 1; with a short last batch on some rank, each rank's mean must count
-    in proportion to its rows (see contrastext.losses.gather).
+    Every rank must take the same number of steps, so an epoch ends when any rank runs dry. The weight
+    makes DDP's gradient average equal the single-process gradient when ranks hold different numbers of
+    rows (a short last batch): each rank's mean loss counts in proportion to its rows
+    (see contrastext.losses.gather). A rank without a batch passes ``local_rows=0``.
     """
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return 1.0
-    total = torch.tensor([local_rows], dtype=torch.float64, device=device)
-    dist.all_reduce(total)
-    return dist.get_world_size() * local_rows / float(total.item())
+        return local_rows > 0, 1.0
+    counts = torch.tensor([0 if local_rows else 1, local_rows], dtype=torch.float64, device=device)
+    dist.all_reduce(counts)
+    ranks_without_batch, total_rows = counts.tolist()
+    if ranks_without_batch:
+        return False, 0.0
+    return True, dist.get_world_size() * local_rows / total_rows
 
 
 def _freeze_unused_pooler(encoder: TextEncoder) -> None:
@@ -68,18 +64,17 @@ def _linear_warmup_decay(total_steps: int, warmup_steps: int) -> Callable[[int],
 
 def _step_loss(model, encoder: TextEncoder, loss_fn, batch: list[tuple], loss_name: str,
                max_length: int, device: torch.device, autocast) -> torch.Tensor:
+    def embed(texts: list[str]) -> torch.Tensor:
+        with autocast:
+            features = encoder.tokenize(texts, max_length)
+            return model({k: v.to(device) for k, v in features.items()}).float()
+
     if loss_name in PAIR_LOSSES:
         # one forward over anchors and positives together: one padded batch, one DDP forward
-        texts = [a for a, _ in batch] + [p for _, p in batch]
-        with autocast:
-            embeddings = model({k: v.to(device) for k, v in encoder.tokenize(texts, max_length).items()})
-        anchors, positives = embeddings.float().split(len(batch))
+        anchors, positives = embed([a for a, _ in batch] + [p for _, p in batch]).split(len(batch))
         return loss_fn(anchors, positives)
-    texts = [t for t, _ in batch]
     labels = torch.tensor([label for _, label in batch], dtype=torch.long, device=device)
-    with autocast:
-        embeddings = model({k: v.to(device) for k, v in encoder.tokenize(texts, max_length).items()})
-    return loss_fn(embeddings.float(), labels)
+    return loss_fn(embed([t for t, _ in batch]), labels)
 
 
 def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
@@ -151,7 +146,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         finally:
             encoder.train()
 
-    done = progress.step >= total_steps or (config.max_steps is not None and progress.step >= config.max_steps)
+    done = config.max_steps is not None and progress.step >= config.max_steps
     for epoch in range(progress.epoch, config.epochs):
         if done:
             break
@@ -160,7 +155,8 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         batches = epoch_batches(shard, config, epoch, rank, skipped)
         while True:
             batch = next(batches, None)
-            if not _all_ranks_have(batch is not None, device):
+            all_have_batch, loss_weight = _sync_step(len(batch) if batch else 0, device)
+            if not all_have_batch:
                 break
             progress.batch_in_epoch += 1
             if progress.batch_in_epoch <= skip:
@@ -168,7 +164,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
             loss = _step_loss(model, encoder, loss_fn, batch, config.loss.name,
                               config.encoder.max_length, device, autocast)
             optimizer.zero_grad(set_to_none=True)
-            (loss * _data_parallel_weight(len(batch), device)).backward()
+            (loss * loss_weight).backward()
             if config.optimizer.max_grad_norm:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), config.optimizer.max_grad_norm)
             optimizer.step()
