@@ -13,6 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from contrastext import storage
+
+Location = str | Path  # a local path or a filesystem URI such as s3://bucket/runs/x
+
 _PACKAGES = ("contrastext", "torch", "transformers", "ray", "numpy", "pyarrow", "sentence-transformers")
 
 
@@ -34,18 +38,19 @@ def file_checksum(path: str | Path, chunk_bytes: int = 1 << 20) -> str:
     return f"sha256:{digest.hexdigest()}"
 
 
-def write_json_atomic(path: Path, content: Any) -> Path:
-    """Write JSON to a temporary name, then rename, so a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(content, indent=2, default=str, sort_keys=False))
-    tmp.replace(path)
-    return path
+def write_json_atomic(location: Location, content: Any) -> Location:
+    """Write JSON (local path or URI) so a reader never sees half a file; returns ``location``."""
+    storage.write_bytes(location, json.dumps(content, indent=2, default=str, sort_keys=False).encode("utf-8"))
+    return location
 
 
-def write_manifest(run_dir: Path, *, job: str, config: BaseModel, counts: dict[str, Any],
+def in_run_dir(run_dir: Location, name: str) -> Location:
+    return run_dir / name if isinstance(run_dir, Path) else storage.join(run_dir, name)
+
+
+def write_manifest(run_dir: Location, *, job: str, config: BaseModel, counts: dict[str, Any],
                    timings: dict[str, float], inputs: dict[str, str] | None = None,
-                   extra: dict[str, Any] | None = None) -> Path:
+                   extra: dict[str, Any] | None = None) -> Location:
     seed = getattr(getattr(config, "train", None), "seed", getattr(config, "seed", None))
     manifest = {
         "job": job,
@@ -58,4 +63,4 @@ def write_manifest(run_dir: Path, *, job: str, config: BaseModel, counts: dict[s
         "timings_s": {k: round(v, 3) for k, v in timings.items()},
         **(extra or {}),
     }
-    return write_json_atomic(run_dir / "manifest.json", manifest)
+    return write_json_atomic(in_run_dir(run_dir, "manifest.json"), manifest)

@@ -48,3 +48,18 @@ def test_pairs_file_with_other_column_names(ray_session, tiny_encoder_dir, tmp_p
     assert summary["train_pairs"] == 24 and summary["steps"] == 3 and summary["before"] == {}
     manifest = json.loads((tmp_path / "file" / "manifest.json").read_text())
     assert manifest["inputs"][str(pairs)].startswith("sha256:")
+
+
+def test_outputs_go_to_a_storage_uri(ray_session, tiny_encoder_dir, tmp_path):
+    config = FitJobConfig(
+        max_rows=24, eval_fraction=0.25,
+        train=TrainConfig(encoder=EncoderConfig(model=str(tiny_encoder_dir), max_length=16), batch_size=8,
+                          checkpoint_every_steps=None),
+        output=OutputConfig(storage_path=f"file://{tmp_path}/remote", name="uri"),
+    )
+    summary = run_pair_fit(config)
+    run_dir = tmp_path / "remote" / "uri"
+    assert summary["model_path"] == f"file://{tmp_path}/remote/uri/model"
+    assert (run_dir / "model" / "modules.json").is_file()
+    assert {"metrics.json", "manifest.json", "history.jsonl"} <= {p.name for p in run_dir.iterdir()}
+    assert set(summary["after"]) == {"acc@1", "acc@5", "mrr"}

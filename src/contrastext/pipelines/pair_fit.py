@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from contrastext import storage
 from contrastext.config import FitJobConfig
 from contrastext.evaluators import PairRetrievalEvaluator
 from contrastext.manifest import file_checksum, write_json_atomic, write_manifest
@@ -50,7 +51,7 @@ def run_pair_fit(config: FitJobConfig) -> dict[str, Any]:
     timings: dict[str, float] = {}
     started = time.perf_counter()
     init_ray(config.ray)
-    run_dir = Path(config.output.run_dir())
+    run_dir = config.output.run_dir()  # a local folder or a URI
     first, second = config.train.columns
 
     ds, source = _load_dataset(config)
@@ -75,11 +76,14 @@ def run_pair_fit(config: FitJobConfig) -> dict[str, Any]:
 
     t = time.perf_counter()
     result = fit(train_ds, config.train, config.output, eval_fn=evaluator, rows=train_rows,
-                 export_model_to=run_dir / "model")
+                 export_model_to=storage.join(run_dir, "model"))
     timings["train"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    after = evaluator(TextEncoder.from_pretrained(result.model_path)) if result.model_path else {}
+    after = {}
+    if result.model_path:
+        with storage.local_copy(result.model_path) as model_dir:
+            after = evaluator(TextEncoder.from_pretrained(model_dir))
     timings["eval_after"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - started
 
@@ -93,10 +97,10 @@ def run_pair_fit(config: FitJobConfig) -> dict[str, Any]:
         "pairs_per_s": _steady_pairs_per_s(result.history),
         "before": before,
         "after": after,
-        "model_path": str(result.model_path) if result.model_path else None,
+        "model_path": result.model_path,
         "timings_s": timings,
     }
-    write_json_atomic(run_dir / "metrics.json", summary)
+    write_json_atomic(storage.join(run_dir, "metrics.json"), summary)
     inputs = {}
     if config.pairs and Path(config.pairs).is_file():
         inputs[config.pairs] = file_checksum(config.pairs)

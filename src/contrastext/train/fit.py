@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contrastext import storage
 from contrastext.config import OutputConfig, TrainConfig
+from contrastext.train.checkpoint import MODEL_SUBDIR
 from contrastext.train.history import HistoryCallback, read_history
 from contrastext.train.worker import EvalFn, train_loop_per_worker
 
@@ -17,7 +19,7 @@ DatasetOrFactory = Any  # ray.data.Dataset or a zero-argument callable returning
 
 @dataclass
 class FitResult:
-    model_path: Path | None
+    model_path: str | None  # a local folder or a URI, like the run's storage path
     steps: int
     metrics: dict[str, Any]
     history: list[dict[str, Any]] = field(default_factory=list)
@@ -74,24 +76,9 @@ def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
     if result.checkpoint is not None:
         checkpoint_path = result.checkpoint.path
         if export_model_to is not None:
-            model_path = _export_model(result.checkpoint, Path(export_model_to))
+            model_path = storage.copy_tree(storage.join(result.checkpoint.path, MODEL_SUBDIR), str(export_model_to),
+                                           source_filesystem=result.checkpoint.filesystem)
     history = read_history(run_dir)
     metrics = history[-1] if history else dict(result.metrics or {})
     return FitResult(model_path=model_path, steps=int(metrics.get("step", 0)), metrics=metrics,
                      history=history, seconds=seconds, checkpoint_path=checkpoint_path)
-
-
-def _export_model(checkpoint, target: Path) -> Path:
-    """Copy the checkpoint's model folder (from local disk or a URI) to ``target``, replacing it."""
-    import shutil
-    import tempfile
-
-    from contrastext.train.checkpoint import MODEL_SUBDIR
-
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as staging:
-        checkpoint.to_directory(staging)
-        if target.exists():
-            shutil.rmtree(target)
-        shutil.move(str(Path(staging) / MODEL_SUBDIR), str(target))
-    return target

@@ -11,16 +11,10 @@ from typing import Any
 
 import ray.train
 
+from contrastext import storage
+
 HISTORY_FILE = "history.jsonl"
 _SUMMED_ACROSS_WORKERS = ("rows_skipped", "rows_trained")
-
-
-def _filesystem(run_dir: str):
-    import pyarrow.fs
-
-    if "://" in run_dir:
-        return pyarrow.fs.FileSystem.from_uri(run_dir)
-    return pyarrow.fs.LocalFileSystem(), run_dir
 
 
 def merge_worker_metrics(per_worker: list[dict[str, Any]]) -> dict[str, Any]:
@@ -40,14 +34,10 @@ def merge_worker_metrics(per_worker: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def read_history(run_dir: str) -> list[dict[str, Any]]:
-    fs, path = _filesystem(run_dir)
-    target = f"{path}/{HISTORY_FILE}"
-    import pyarrow.fs
-
-    if fs.get_file_info(target).type == pyarrow.fs.FileType.NotFound:
+    location = storage.join(run_dir, HISTORY_FILE)
+    if not storage.exists(location):
         return []
-    with fs.open_input_stream(target) as f:
-        return [json.loads(line) for line in f.read().decode("utf-8").splitlines() if line.strip()]
+    return [json.loads(line) for line in storage.read_bytes(location).decode("utf-8").splitlines() if line.strip()]
 
 
 class HistoryCallback(ray.train.UserCallback):
@@ -62,9 +52,5 @@ class HistoryCallback(ray.train.UserCallback):
         if checkpoint is not None:
             record["checkpoint"] = checkpoint.path
         self._records.append(record)
-        fs, path = _filesystem(self.run_dir)
-        fs.create_dir(path, recursive=True)
-        tmp = f"{path}/{HISTORY_FILE}.tmp"
-        with fs.open_output_stream(tmp) as f:
-            f.write("".join(json.dumps(r, default=str) + "\n" for r in self._records).encode("utf-8"))
-        fs.move(tmp, f"{path}/{HISTORY_FILE}")
+        storage.write_bytes(storage.join(self.run_dir, HISTORY_FILE),
+                            "".join(json.dumps(r, default=str) + "\n" for r in self._records).encode("utf-8"))
