@@ -5,15 +5,40 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, ValidationError
 
-from contrastext.config import FitJobConfig, dump_config, load_config
+from contrastext.config import dump_config, load_config
 
-# job name → (config model, "module:function" running it); imported lazily so --help stays fast
-JOBS: dict[str, tuple[type[BaseModel], str]] = {
-    "fit": (FitJobConfig, "contrastext.pipelines.pair_fit:run_pair_fit"),
+
+@dataclass(frozen=True)
+class Job:
+    """A job of ``contrastext <name>`` and ``jobs/<name>.py``; both parts are imported only when it runs."""
+
+    config: str  # "module:ConfigModel"
+    runner: str  # "module:function", called with the validated config
+    help: str
+
+
+JOBS: dict[str, Job] = {
+    "fit": Job("contrastext.config:FitJobConfig", "contrastext.pipelines.pair_fit:run_pair_fit",
+               "contrastive fit of an encoder on (anchor, positive) pairs"),
+    "build_corpus": Job("contrastext.pipelines.corpus:BuildCorpusConfig",
+                        "contrastext.pipelines.corpus:run_build_corpus",
+                        "Wikipedia dump → pages → category pairs (parquet)"),
+    "encode_corpus": Job("contrastext.pipelines.corpus:EncodeCorpusConfig",
+                         "contrastext.pipelines.corpus:run_encode_corpus",
+                         "pages → sharded .h5 embeddings (resumable)"),
+    "shuffle_divide": Job("contrastext.pipelines.shuffle_divide:ShuffleDivideConfig",
+                          "contrastext.pipelines.shuffle_divide:run_shuffle_divide",
+                          "unsupervised document encoder (Shuffle & Divide) + spherical k-means clustering"),
+    "supcon_classify": Job("contrastext.pipelines.supcon_classify:SupconClassifyConfig",
+                           "contrastext.pipelines.supcon_classify:run_supcon_classify",
+                           "classifier trained with focal loss + supervised NT-Xent"),
+    "serve": Job("contrastext.serve.config:ServeConfig", "contrastext.serve.app:run_serve",
+                 "HTTP endpoints (Ray Serve): embed, classify, cluster, and a web page"),
 }
 
 
@@ -24,15 +49,17 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
 
 
-def _runner(target: str) -> Callable[[Any], Any]:
+def _import(target: str) -> Any:
     import importlib
 
-    module, func = target.split(":")
-    return getattr(importlib.import_module(module), func)
+    module, attribute = target.split(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 def run_job(name: str, args: argparse.Namespace) -> int:
-    model, target = JOBS[name]
+    job = JOBS[name]
+    model: type[BaseModel] = _import(job.config)
+    runner: Callable[[Any], Any] = _import(job.runner)
     try:
         config = load_config(model, args.config, args.overrides)
     except (ValidationError, ValueError, OSError) as error:
@@ -41,7 +68,7 @@ def run_job(name: str, args: argparse.Namespace) -> int:
     if args.print_config:
         print(dump_config(config), end="")
         return 0
-    _runner(target)(config)
+    runner(config)
     return 0
 
 
@@ -54,7 +81,7 @@ def job_main(name: str, argv: Sequence[str] | None = None) -> int:
 
 
 def _describe(name: str) -> str:
-    return (JOBS[name][0].__doc__ or "").strip().splitlines()[0] if JOBS[name][0].__doc__ else name
+    return JOBS[name].help
 
 
 def _cmd_embed(args: argparse.Namespace) -> int:

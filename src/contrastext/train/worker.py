@@ -54,10 +54,13 @@ def _freeze_unused_pooler(encoder: TextEncoder) -> None:
             parameter.requires_grad_(False)
 
 
-def _linear_warmup_decay(total_steps: int, warmup_steps: int) -> Callable[[int], float]:
+def lr_factor(total_steps: int, warmup_steps: int, schedule: str = "linear") -> Callable[[int], float]:
+    """Learning-rate multiplier per step: linear warm-up, then linear decay or constant."""
     def factor(step: int) -> float:
         if step < warmup_steps:
             return (step + 1) / max(1, warmup_steps)
+        if schedule == "constant":
+            return 1.0
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
     return factor
 
@@ -106,7 +109,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         optimizer = torch.optim.AdamW(model.parameters(), lr=config.optimizer.lr,
                                       weight_decay=config.optimizer.weight_decay)
         warmup = math.ceil(total_steps * config.optimizer.warmup_ratio)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _linear_warmup_decay(total_steps, warmup))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor(total_steps, warmup, config.optimizer.schedule))
         if resume_dir:
             restore_state(Path(resume_dir), optimizer, scheduler)
             if rank == 0:

@@ -1,0 +1,1 @@
+"""Evaluation metrics: clustering (ACC by Hungarian matching, NMI, AMI, silhouette) and classification."""
