@@ -1,0 +1,177 @@
+"""Serving throughput: /v1/classify with dynamic batching vs batching off, 8 concurrent clients, loopback.
+
+    python benchmarks/serve.py [--requests 2000] [--clients 8] [--memory-requests 10000] [--threads 2]
+
+One application serves the bundled MiniLM twice: model "batched" (``@serve.batch``) and model
+"unbatched" (one forward pass per request). Each phase sends the same fixed count of one-text
+classification requests (real AG News texts, the four AG News labels) from ``--clients`` threads;
+the phases alternate ``--rounds`` times, so machine noise hits both alike. The figure is the ratio of
+requests/s, batched over unbatched (target ≥ 1.8). Then the batched replica keeps answering until it
+has served ``--memory-requests`` requests; its resident memory then must be within 10% of what it was
+after ``--memory-first`` (1,000) requests (no leak). ``--requests 0`` runs the memory check alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import threading
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import requests  # noqa: E402
+
+from _common import ag_news_rows, write_result  # noqa: E402
+from contrastext.models import DEFAULT_MODEL  # noqa: E402
+from contrastext.report import format_table  # noqa: E402
+
+LABELS = ["World", "Sports", "Business", "Sci/Tech"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def load(url: str, model: str, texts: list[str], count: int, clients: int) -> dict:
+    """Send ``count`` requests from ``clients`` threads; every answer is checked, latencies kept."""
+    latencies: list[float] = []
+    failures: list[str] = []
+    lock = threading.Lock()
+    next_index = iter(range(count))
+
+    def client() -> None:
+        session = requests.Session()
+        while True:
+            with lock:
+                i = next(next_index, None)
+            if i is None:
+                return
+            body = {"texts": [texts[i % len(texts)]], "labels": LABELS, "model": model}
+            start = time.perf_counter()
+            response = session.post(url + "v1/classify", json=body, timeout=120)
+            elapsed = time.perf_counter() - start
+            with lock:
+                if response.status_code != 200 or response.json()["results"][0]["label"] not in LABELS:
+                    failures.append(f"{response.status_code}: {response.text[:200]}")
+                latencies.append(elapsed)
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    seconds = time.perf_counter() - start
+    if failures:
+        raise RuntimeError(f"{len(failures)} of {count} requests failed, e.g. {failures[0]}")
+    ms = np.asarray(latencies) * 1000
+    return {"requests": count, "seconds": seconds, "requests_per_s": count / seconds,
+            "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99))}
+
+
+def replica_info(app_name: str, model: str) -> dict:
+    from ray import serve
+
+    return serve.get_deployment_handle(f"encoder-{model}", app_name).info.remote().result(timeout_s=60)
+
+
+def serve_until(url: str, app_name: str, model: str, texts: list[str], target: int, clients: int) -> dict:
+    """Send requests until the replica has served ``target``; returns its info then."""
+    while True:
+        info = replica_info(app_name, model)
+        missing = target - info["requests"]
+        if missing <= 0:
+            return info
+        load(url, model, texts, missing, clients)
+
+
+def throughput_report(args: argparse.Namespace, phases: dict[str, list[dict]], mean_batch: float) -> dict:
+    """Print the throughput table; returns the result record."""
+
+    def median(model: str, key: str) -> float:
+        return float(statistics.median(p[key] for p in phases[model]))
+
+    ratio = median("batched", "requests_per_s") / median("unbatched", "requests_per_s")
+    rows = [[f"{model}: requests/s", median(model, "requests_per_s")] for model in ("unbatched", "batched")]
+    rows += [[f"{model}: p50 / p99 ms", f"{median(model, 'p50_ms'):.1f} / {median(model, 'p99_ms'):.1f}"]
+             for model in ("unbatched", "batched")]
+    rows += [["ratio batched / unbatched (target ≥ 1.8)", ratio], ["mean requests per batch", mean_batch]]
+    print(format_table(rows, headers=[f"/v1/classify, {args.clients} clients, {args.requests} requests/phase",
+                                      "value"]), flush=True)
+    return {"requests_per_phase": args.requests, "clients": args.clients, "rounds": args.rounds,
+            "max_batch_size": args.max_batch_size, "batch_wait_ms": args.batch_wait_ms,
+            "torch_threads": args.threads, "mean_requests_per_batch": mean_batch, "phases": phases,
+            "ratio_batched_over_unbatched": ratio, "memory": None}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=2000, help="requests per phase and round")
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--memory-requests", type=int, default=10_000,
+                        help="requests the batched replica serves before its memory is compared (0: skip)")
+    parser.add_argument("--memory-first", type=int, default=1000,
+                        help="requests served when the first memory reading is taken")
+    parser.add_argument("--max-batch-size", type=int, default=16)
+    parser.add_argument("--batch-wait-ms", type=float, default=5.0)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads per replica")
+    parser.add_argument("--model", default=DEFAULT_MODEL)
+    args = parser.parse_args()
+
+    from ray import serve
+
+    from contrastext.serve.app import start_serve
+    from contrastext.serve.config import ServeConfig
+
+    texts = [f"{title}. {body}" for title, body in ag_news_rows(2000)]
+    common = {"model": args.model, "max_length": 128, "num_cpus": 1, "torch_threads": args.threads}
+    config = ServeConfig(
+        port=free_port(), app_name="serve-benchmark",
+        models={"batched": {**common, "batching": {"enabled": True, "max_batch_size": args.max_batch_size,
+                                                   "batch_wait_timeout_s": args.batch_wait_ms / 1000}},
+                "unbatched": {**common, "batching": {"enabled": False}}},
+        limits={"request_timeout_s": 120},
+    )
+    url = start_serve(config)
+    try:
+        for model in ("batched", "unbatched"):  # warm-up: model threads, label-set cache, connections
+            load(url, model, texts, 4 * args.clients, args.clients)
+        phases: dict[str, list[dict]] = {"batched": [], "unbatched": []}
+        result: dict = {"memory": None}
+        if args.requests > 0:
+            for _ in range(args.rounds):
+                for model in ("unbatched", "batched"):
+                    phases[model].append(load(url, model, texts, args.requests, args.clients))
+                    print(f"{model}: {phases[model][-1]['requests_per_s']:.1f} requests/s", flush=True)
+            info = replica_info(config.app_name, "batched")
+            result = throughput_report(args, phases, info["batched_requests"] / max(1, info["batches"]))
+            print(f"written to {write_result('serve', result)}", flush=True)
+
+        if args.memory_requests > args.memory_first:
+            at_1k = serve_until(url, config.app_name, "batched", texts, args.memory_first, args.clients)
+            print(f"memory: {at_1k['rss_bytes'] / 2**20:.1f} MiB after {at_1k['requests']} requests", flush=True)
+            at_end = serve_until(url, config.app_name, "batched", texts, args.memory_requests, args.clients)
+            print(f"memory: {at_end['rss_bytes'] / 2**20:.1f} MiB after {at_end['requests']} requests", flush=True)
+            memory = {"requests_first": at_1k["requests"], "rss_mib_first": at_1k["rss_bytes"] / 2**20,
+                      "requests_last": at_end["requests"], "rss_mib_last": at_end["rss_bytes"] / 2**20,
+                      "growth_ratio": at_end["rss_bytes"] / at_1k["rss_bytes"]}
+            result["memory"] = memory
+            print(format_table([
+                [f"replica RSS MiB after {memory['requests_first']:,} requests", memory["rss_mib_first"]],
+                [f"replica RSS MiB after {memory['requests_last']:,} requests", memory["rss_mib_last"]],
+                ["RSS growth ratio (target ≤ 1.10)", memory["growth_ratio"]],
+            ], headers=["batched replica memory", "value"]))
+    finally:
+        serve.shutdown()
+    print(f"written to {write_result('serve', result)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""Spherical k-means (faiss) on text embeddings, choosing k by silhouette, and each cluster's central rows."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from contrastext.metrics.clustering import silhouette
+
+
+@dataclass
+class KMeansResult:
+    assignments: np.ndarray  # (n,) int64 cluster of each row
+    centroids: np.ndarray  # (k, d) float32, unit rows
+    inertia: float  # sum over rows of (1 - cosine to its centroid); lower is tighter
+
+
+def _unit_rows(embeddings: np.ndarray) -> np.ndarray:
+    x = np.asarray(embeddings, dtype=np.float32)
+    if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
+        raise ValueError(f"embeddings must be a non-empty 2-D array, got shape {x.shape}")
+    if not np.isfinite(x).all():
+        raise ValueError("embeddings contain NaN or infinite values")
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return np.ascontiguousarray(x / np.maximum(norms, 1e-12))
+
+
+def spherical_kmeans(embeddings: np.ndarray, k: int, *, seed: int = 0, niter: int = 25,
+                     nredo: int = 1) -> KMeansResult:
+    """k-means on the unit sphere (cosine similarity); rows are L2-normalised first, the input is untouched."""
+    import faiss
+
+    x = _unit_rows(embeddings)
+    n, d = x.shape
+    if not 1 <= k <= n:
+        raise ValueError(f"k={k} must be between 1 and the number of rows ({n})")
+    # every row takes part (faiss would otherwise subsample to 256 rows per centroid)
+    kmeans = faiss.Kmeans(d, k, niter=niter, nredo=nredo, seed=seed, spherical=True, verbose=False,
+                          min_points_per_centroid=1, max_points_per_centroid=max(256, math.ceil(n / k)))
+    kmeans.train(x)
+    centroids = _unit_rows(kmeans.centroids)
+    index = faiss.IndexFlatIP(d)
+    index.add(centroids)
+    similarity, nearest = index.search(x, 1)
+    return KMeansResult(assignments=nearest[:, 0].astype(np.int64), centroids=centroids,
+                        inertia=float(np.sum(1.0 - similarity[:, 0])))
+
+
+def select_k_by_silhouette(embeddings: np.ndarray, k_values: Sequence[int], *, seed: int = 0,
+                           sample_size: int | None = 5000) -> tuple[int, dict[int, float]]:
+    """The k of ``k_values`` whose spherical k-means has the highest cosine silhouette, and every score."""
+    x = _unit_rows(embeddings)
+    candidates = sorted(set(int(k) for k in k_values))
+    if not candidates:
+        raise ValueError("k_values is empty")
+    bad = [k for k in candidates if not 2 <= k < len(x)]
+    if bad:
+        raise ValueError(f"k values {bad} are outside 2..{len(x) - 1} (silhouette needs 2 ≤ k < rows)")
+    scores = {k: silhouette(x, spherical_kmeans(x, k, seed=seed).assignments, sample_size=sample_size,
+                            seed=seed) for k in candidates}
+    defined = {k: s for k, s in scores.items() if not math.isnan(s)}
+    if not defined:
+        raise ValueError("the silhouette is undefined for every k (all rows fell in one cluster)")
+    best = max(defined, key=lambda k: (defined[k], -k))
+    return best, scores
+
+
+def central_indices(embeddings: np.ndarray, result: KMeansResult, top_n: int) -> dict[int, list[int]]:
+    """Per cluster, the row indices closest (cosine) to its centroid, most central first.
+
+    Every cluster has a key; a cluster left empty maps to an empty list.
+    """
+    if top_n < 1:
+        raise ValueError(f"top_n must be ≥ 1, got {top_n}")
+    x = _unit_rows(embeddings)
+    if len(x) != len(result.assignments):
+        raise ValueError(f"{len(x)} embeddings but {len(result.assignments)} assignments")
+    central: dict[int, list[int]] = {}
+    for cluster in range(len(result.centroids)):
+        members = np.flatnonzero(result.assignments == cluster)
+        similarity = x[members] @ result.centroids[cluster]
+        order = np.argsort(-similarity, kind="stable")[:top_n]
+        central[cluster] = [int(i) for i in members[order]]
+    return central

@@ -1,0 +1,114 @@
+"""Settings of the serving application: where it listens, which encoders it serves, what a request may ask."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field, model_validator
+
+from contrastext.config import RayConfig, Settings
+from contrastext.models.resolve import DEFAULT_MODEL
+from contrastext.zeroshot import DEFAULT_TEMPLATE, validate_template
+
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class BatchingConfig(Settings):
+    enabled: bool = Field(True, description="dynamic batching: concurrent requests share one forward pass")
+    max_batch_size: int = Field(16, ge=1, description="requests gathered into one forward pass")
+    batch_wait_timeout_s: float = Field(0.01, ge=0, description="longest wait for a batch to fill")
+
+
+class AutoscalingSettings(Settings):
+    min_replicas: int = Field(1, ge=0)
+    max_replicas: int = Field(1, ge=1)
+    target_ongoing_requests: float = Field(8.0, gt=0, description="requests in flight per replica to aim at")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "AutoscalingSettings":
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(f"min_replicas ({self.min_replicas}) > max_replicas ({self.max_replicas})")
+        return self
+
+
+class ServedModelConfig(Settings):
+    """One encoder the application serves under a name."""
+
+    model: str = Field(DEFAULT_MODEL, description="bundled:minilm, a local folder, or an HF id in the local cache")
+    max_length: int | None = Field(None, gt=0, description="tokens per text; None: what the model folder says")
+    normalize: bool | None = Field(None, description="None: what the model folder says")
+    replicas: int = Field(1, ge=1, description="fixed replica count (ignored when autoscaling is set)")
+    autoscaling: AutoscalingSettings | None = None
+    batching: BatchingConfig = Field(default_factory=BatchingConfig)
+    encode_batch_size: int = Field(64, ge=1, description="texts per forward pass inside a replica")
+    use_gpu: bool = False
+    num_cpus: float = Field(1.0, ge=0, description="CPUs reserved per replica")
+    torch_threads: int | None = Field(None, ge=1, description="None: max(1, num_cpus)")
+    max_ongoing_requests: int = Field(64, ge=1)
+    allow_download: bool = Field(False, description="let the Hugging Face hub be contacted for a missing model")
+
+    @model_validator(mode="after")
+    def _batch_fits(self) -> "ServedModelConfig":
+        if self.batching.enabled and self.max_ongoing_requests < self.batching.max_batch_size:
+            raise ValueError(f"max_ongoing_requests ({self.max_ongoing_requests}) must be at least "
+                             f"batching.max_batch_size ({self.batching.max_batch_size}), or batches never fill")
+        return self
+
+
+class LimitsConfig(Settings):
+    max_texts_per_request: int = Field(256, ge=1)
+    max_chars_per_text: int = Field(20_000, ge=1)
+    max_labels_per_request: int = Field(64, ge=1)
+    max_chars_per_label: int = Field(200, ge=1, description="also bounds each alias")
+    max_aliases_per_label: int = Field(16, ge=0)
+    max_cluster_texts: int = Field(2_000, ge=3, description="texts per /v1/cluster request")
+    max_clusters: int = Field(50, ge=2)
+    max_body_bytes: int = Field(8 * 2**20, ge=1024, description="larger request bodies get 413 unread")
+    request_timeout_s: float = Field(60.0, gt=0, description="a model call taking longer answers 504")
+
+
+class ZeroShotSettings(Settings):
+    template: str = Field(DEFAULT_TEMPLATE, description="default prompt; '{label}' is replaced by each alias")
+    label_cache_size: int = Field(256, ge=1, description="label sets whose embeddings a replica keeps")
+
+    @model_validator(mode="after")
+    def _template(self) -> "ZeroShotSettings":
+        validate_template(self.template)
+        return self
+
+
+class ServeConfig(Settings):
+    """``contrastext serve``: Ray Serve endpoints (embed, classify, cluster) and a web page."""
+
+    host: str = Field("127.0.0.1", description="0.0.0.0 to listen on every interface")
+    port: int = Field(8000, ge=1, le=65535)
+    app_name: str = "contrastext"
+    route_prefix: str = Field("/", pattern=r"^/")
+    models: dict[str, ServedModelConfig] = Field(default_factory=lambda: {"minilm": ServedModelConfig()})
+    default_model: str | None = Field(None, description="model used when a request names none; None: the first")
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    zeroshot: ZeroShotSettings = Field(default_factory=ZeroShotSettings)
+    allow_model_paths_from_requests: bool = Field(
+        False, description="let a request name a model folder or spec that is not in `models` (loads it)")
+    path_models_per_replica: int = Field(2, ge=1, description="request-loaded models a replica keeps (LRU)")
+    ingress_replicas: int = Field(1, ge=1)
+    ingress_num_cpus: float = Field(0.0, ge=0)
+    ingress_max_ongoing_requests: int = Field(
+        256, ge=1, description="requests one ingress replica holds at once; bounds how full batches get")
+    stats_path: str | None = Field(None, description="JSON file for the request statistics printed at exit")
+    ray: RayConfig = Field(default_factory=RayConfig)
+
+    @model_validator(mode="after")
+    def _models(self) -> "ServeConfig":
+        if not self.models:
+            raise ValueError("models: at least one model must be served")
+        bad = [name for name in self.models if not _MODEL_NAME.match(name)]
+        if bad:
+            raise ValueError(f"models: names must be letters, digits, '_', '.', '-' (≤ 64 chars): {bad}")
+        if self.default_model is not None and self.default_model not in self.models:
+            raise ValueError(f"default_model {self.default_model!r} is not one of models: {sorted(self.models)}")
+        return self
+
+    @property
+    def default_model_name(self) -> str:
+        return self.default_model or next(iter(self.models))

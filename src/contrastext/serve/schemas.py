@@ -1,0 +1,121 @@
+"""Request and response bodies of the HTTP API (the OpenAPI document is generated from these).
+
+Types and shapes are checked here (422); sizes are checked against the operator's limits by the
+ingress (413), because the limits come from the configuration, not from the schema.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ModelName = Field(None, description="a served model's name (GET /v1/models); none: the default model",
+                  max_length=4096)
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+
+class EmbedRequest(_Request):
+    texts: list[str] = Field(..., min_length=1, description="texts to embed")
+    model: str | None = ModelName
+
+
+class EmbedResponse(BaseModel):
+    model_config = ConfigDict(protected_namespaces=())
+    request_id: str
+    model: str
+    dimension: int
+    embeddings: list[list[float]]
+
+
+class ClassifyRequest(_Request):
+    texts: list[str] = Field(..., min_length=1)
+    labels: list[str] = Field(..., min_length=1, description="candidate labels, distinct")
+    model: str | None = ModelName
+    template: str | None = Field(None, max_length=1000,
+                                 description="prompt with '{label}'; none: the server's default")
+    aliases: dict[str, list[str]] | None = Field(
+        None, description="extra names per label; a label scores the maximum over its names")
+    auto_aliases: bool = Field(True, description="also split labels on '&' and '/' and at CamelCase")
+    threshold: float | None = Field(None, ge=-1.0, le=1.0,
+                                    description="multi-label: also return every label scoring at least this")
+
+
+class TextPrediction(BaseModel):
+    label: str
+    scores: dict[str, float]
+    labels: list[str] | None = Field(None, description="labels at or over the threshold, best first")
+
+
+class ClassifyResponse(BaseModel):
+    model_config = ConfigDict(protected_namespaces=())
+    request_id: str
+    model: str
+    template: str
+    results: list[TextPrediction]
+
+
+class ClusterRequest(_Request):
+    texts: list[str] = Field(..., min_length=3)
+    k: Annotated[int, Field(ge=1, le=10_000)] | Literal["auto"] = Field(
+        "auto", description="number of clusters, or 'auto' (the best silhouette over 2..10)")
+    model: str | None = ModelName
+    top_texts: int = Field(3, ge=1, le=20, description="most central texts returned per cluster")
+    top_keywords: int = Field(5, ge=1, le=30)
+    seed: int = Field(0, ge=0, le=2**31 - 1)
+
+
+class CentralText(BaseModel):
+    index: int
+    text: str
+
+
+class ClusterSummary(BaseModel):
+    cluster: int
+    size: int
+    central: list[CentralText]
+    keywords: list[str]
+
+
+class ClusterResponse(BaseModel):
+    model_config = ConfigDict(protected_namespaces=())
+    request_id: str
+    model: str
+    k: int
+    silhouette: dict[int, float] | None = Field(None, description="silhouette per k tried ('auto')")
+    assignments: list[int]
+    sizes: list[int]
+    clusters: list[ClusterSummary]
+    points: list[list[float]] = Field(..., description="2-D PCA projection of the embeddings, one per text")
+
+
+class ModelInfo(BaseModel):
+    model_config = ConfigDict(protected_namespaces=())
+    name: str
+    model: str
+    dimension: int
+    max_length: int
+    normalize: bool
+    device: str
+    batching: dict
+    replicas: int | str
+    default: bool
+
+
+class ModelsResponse(BaseModel):
+    models: list[ModelInfo]
+    default_model: str
+    model_paths_from_requests: bool
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok"]
+    models: list[str]
+
+
+class ErrorResponse(BaseModel):
+    detail: str | list
+    request_id: str

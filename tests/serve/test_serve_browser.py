@@ -1,0 +1,77 @@
+"""The web page in headless Chromium (Debian's chromium + chromium-driver, through Selenium): classify a text
+with the bundled MiniLM and see the result; the screenshot is kept under test-artifacts/."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from contrastext.serve.config import ServeConfig
+from serve_harness import free_port, running_app
+
+pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.slow]
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
+    if not (CHROMIUM and CHROMEDRIVER):
+        pytest.skip("headless Chromium is not installed (apt-get install chromium chromium-driver)")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                 "--window-size=1100,1400"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def app(ray_session):
+    config = ServeConfig(port=free_port(),
+                         models={"minilm": {"num_cpus": 0.5, "torch_threads": 1, "max_length": 128}})
+    with running_app(config) as url:
+        yield url
+
+
+def test_page_classifies_a_text(browser, app):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(app)
+    wait = WebDriverWait(browser, 60)
+    wait.until(ec.text_to_be_present_in_element((By.ID, "status"), "ready"))
+    assert "minilm" in browser.find_element(By.ID, "model").text
+    texts = browser.find_element(By.ID, "classify-texts")
+    texts.clear()
+    texts.send_keys("The striker scored twice and his team won the championship final.")
+    labels = browser.find_element(By.ID, "classify-labels")
+    labels.clear()
+    labels.send_keys("Sports, Business, Science")
+    browser.find_element(By.ID, "classify-run").click()
+    wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#classify-table .predicted")))
+    rows = browser.find_elements(By.CSS_SELECTOR, "#classify-table .classify-row")
+    assert len(rows) == 1
+    assert rows[0].find_element(By.CLASS_NAME, "predicted").text == "Sports"
+    assert "Business" in rows[0].text and "Science" in rows[0].text  # every label's score is shown
+    assert browser.find_element(By.ID, "classify-error").text == ""
+
+    # clustering the page's example documents draws one point per document
+    browser.find_element(By.ID, "cluster-run").click()
+    wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#cluster-scatter circle")))
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#cluster-scatter circle")) == 9
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "serve_page.png"
+    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000

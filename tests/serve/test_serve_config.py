@@ -1,0 +1,83 @@
+"""ServeConfig validation, the `contrastext serve` command's config handling, cluster/serve.yaml, cluster
+summaries (no Ray needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from contrastext.cli import main
+from contrastext.serve.config import ServeConfig
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_defaults_are_local_and_closed():
+    config = ServeConfig()
+    assert config.host == "127.0.0.1" and config.allow_model_paths_from_requests is False
+    assert config.default_model_name == "minilm" and config.models["minilm"].model == "bundled:minilm"
+    assert config.models["minilm"].batching.enabled and config.zeroshot.template == "This topic is talk about {label}"
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"models": {}}, "at least one model"),
+    ({"models": {"bad name": {}}}, "names must be"),
+    ({"default_model": "other"}, "default_model 'other'"),
+    ({"zeroshot": {"template": "no field"}}, "{label}"),
+    ({"models": {"m": {"max_ongoing_requests": 4, "batching": {"max_batch_size": 8}}}}, "max_ongoing_requests"),
+    ({"models": {"m": {"autoscaling": {"min_replicas": 3, "max_replicas": 2}}}}, "min_replicas"),
+    ({"limits": {"max_texts_per_request": 0}}, "greater than or equal to 1"),
+    ({"prot": 80}, "Extra inputs"),
+])
+def test_invalid_settings_are_refused(data, message):
+    with pytest.raises(ValidationError, match=message.replace("{", r"\{").replace("}", r"\}")):
+        ServeConfig.model_validate(data)
+
+
+def test_serve_command_prints_its_config(capsys):
+    assert main(["serve", "--set", "port=8123", "--set", "models.minilm.batching.enabled=false",
+                 "--print-config"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["port"] == 8123 and printed["models"]["minilm"]["batching"]["enabled"] is False
+    assert main(["serve", "--set", "port=99999", "--print-config"]) == 2
+    assert "port" in capsys.readouterr().err
+
+
+def test_cluster_serve_yaml_builds_the_application():
+    from ray.serve.schema import ServeDeploySchema
+
+    from contrastext.serve.app import app_builder
+
+    data = yaml.safe_load((REPO / "cluster" / "serve.yaml").read_text())
+    schema = ServeDeploySchema.model_validate(data)  # what `serve deploy` validates
+    spec = schema.applications[0]
+    module, _, attribute = spec.import_path.partition(":")
+    assert (module, attribute) == ("contrastext.serve.app", "app_builder")
+    config = ServeConfig.model_validate(spec.args)
+    assert config.models["minilm"].use_gpu and config.models["minilm"].autoscaling.max_replicas == 4
+    application = app_builder(dict(spec.args))
+    assert type(application).__name__ == "Application"
+
+
+def test_app_builder_reads_a_config_file_and_overrides(tmp_path):
+    from contrastext.serve.app import app_builder
+
+    path = tmp_path / "serve.yaml"
+    path.write_text("models:\n  small:\n    model: bundled:minilm\n    replicas: 2\n")
+    assert type(app_builder({"config": str(path), "set": ["limits.max_texts_per_request=8"]})).__name__ == \
+        "Application"
+    with pytest.raises(ValidationError, match="Extra inputs"):
+        app_builder({"config": str(path), "unknown_key": 1})
+
+
+def test_class_tfidf_keywords_prefer_words_of_one_cluster():
+    from contrastext.serve.clusters import class_tfidf_keywords
+
+    texts = ["goal match team goal", "team match striker", "bank shares market", "market bank profit"]
+    keywords = class_tfidf_keywords(texts, np.array([0, 0, 1, 1]), 2, top_n=2)
+    assert keywords == [["goal", "match"], ["bank", "market"]]
+    assert class_tfidf_keywords(["the a", "of and"], np.array([0, 1]), 2, 3) == [[], []]  # only stop words

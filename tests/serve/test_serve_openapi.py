@@ -1,0 +1,79 @@
+"""The OpenAPI schema fuzzed with schemathesis against the running application (no 5xx, no hang), and the
+default policy: a request cannot make the server load a model by path."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+
+from contrastext.serve.config import ServeConfig
+from serve_harness import free_port, running_app
+
+schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is not installed (pip install schemathesis)")
+from hypothesis import HealthCheck, settings  # noqa: E402
+from schemathesis import GenerationMode  # noqa: E402
+from schemathesis.checks import not_a_server_error  # noqa: E402
+from schemathesis.specs.openapi.checks import (  # noqa: E402
+    response_schema_conformance, status_code_conformance,
+)
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+REQUEST_TIMEOUT = 30  # a hang fails the case instead of the whole run
+
+
+@pytest.fixture(scope="module")
+def app(ray_session, tiny_encoder_dir):
+    config = ServeConfig(
+        port=free_port(),
+        models={"tiny": {"model": str(tiny_encoder_dir), "num_cpus": 0.25, "torch_threads": 1,
+                         "batching": {"max_batch_size": 8, "batch_wait_timeout_s": 0.005}}},
+        limits={"max_texts_per_request": 16, "max_chars_per_text": 300, "max_labels_per_request": 8,
+                "max_cluster_texts": 16, "max_clusters": 8, "request_timeout_s": 20},
+    )
+    with running_app(config) as url:
+        yield url
+
+
+EXAMPLES_PER_OPERATION = 12
+
+
+def test_fuzzed_requests_never_get_a_5xx(app):
+    """Valid and invalid requests generated from the OpenAPI document, for every operation."""
+    from hypothesis import given
+
+    schema = schemathesis.openapi.from_url(app + "openapi.json")
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert {op.path for op in operations} >= {"/v1/embed", "/v1/classify", "/v1/cluster", "/v1/models", "/healthz"}
+    seen: dict[str, set[int]] = {}
+    for operation in operations:
+        # an operation without parameters or body has no invalid form
+        has_input = operation.method.upper() == "POST"
+        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE) if has_input else (GenerationMode.POSITIVE,):
+            @given(case=operation.as_strategy(mode))
+            @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, derandomize=True, database=None,
+                      suppress_health_check=list(HealthCheck))
+            def check(case):
+                response = case.call(timeout=REQUEST_TIMEOUT)
+                seen.setdefault(operation.label, set()).add(response.status_code)
+                case.validate_response(response, checks=[not_a_server_error, status_code_conformance,
+                                                         response_schema_conformance])
+
+            check()
+    # the generated requests reached the handlers: accepted ones and rejected ones
+    assert 200 in seen["POST /v1/classify"] and 422 in seen["POST /v1/classify"]
+    assert 200 in seen["POST /v1/embed"] and 422 in seen["POST /v1/embed"]
+
+
+def test_requests_cannot_load_models_by_path_by_default(app, tiny_encoder_dir):
+    models = requests.get(app + "v1/models", timeout=REQUEST_TIMEOUT).json()
+    assert models["model_paths_from_requests"] is False
+    for name in (str(tiny_encoder_dir), "/etc/passwd", "../models", "bundled:minilm", "~/model"):
+        for path, body in (("v1/embed", {"texts": ["x"]}),
+                           ("v1/classify", {"texts": ["x"], "labels": ["a"]}),
+                           ("v1/cluster", {"texts": ["a", "b", "c"], "k": 2})):
+            response = requests.post(app + path, json={**body, "model": name}, timeout=REQUEST_TIMEOUT)
+            assert response.status_code == 403, response.text
+            assert "disabled by the server configuration" in response.json()["detail"]
+    unknown = requests.post(app + "v1/embed", json={"texts": ["x"], "model": "nope"}, timeout=REQUEST_TIMEOUT)
+    assert unknown.status_code == 404 and "served models: ['tiny']" in unknown.json()["detail"]
