@@ -1,0 +1,302 @@
+"""Documents for clustering: loading, cleaning, sentence splitting and the two positive-pair builders.
+
+Shuffle & Divide pairs: each document with enough sentences has its sentence order shuffled anew every
+epoch and is cut in half; the two halves are a positive pair. TF-IDF pairs: each document's positive is
+the other document with the highest TF-IDF cosine similarity.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Literal, Sequence
+
+import numpy as np
+
+
+Cleaning = Literal["none", "basic", "newsgroups"]
+
+_URL = re.compile(r"(?:https?://|ftp://|www\.)\S+", re.IGNORECASE)
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_SPACES = re.compile(r"[ \t\f\v]+")
+_BLANK_LINES = re.compile(r"\n\s*\n+")
+
+
+@dataclass
+class Documents:
+    """Parallel columns of a document collection; ``labels`` is None when the data has none."""
+
+    ids: list[str]
+    texts: list[str]
+    labels: list[str] | None = None
+    skipped: Counter = field(default_factory=Counter)  # reason -> rows left out
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def subset(self, index: Sequence[int]) -> "Documents":
+        return Documents(ids=[self.ids[i] for i in index], texts=[self.texts[i] for i in index],
+                         labels=None if self.labels is None else [self.labels[i] for i in index],
+                         skipped=Counter(self.skipped))
+
+
+# ---------------------------------------------------------------- loading
+
+def _open_text(path: Path) -> io.TextIOBase:
+    if path.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace")
+    return open(path, encoding="utf-8", errors="replace", newline="")
+
+
+def _format_of(path: Path) -> str:
+    name = path.name.lower().removesuffix(".gz")
+    if path.is_dir() or name.endswith(".parquet"):
+        return "parquet"
+    if name.endswith((".jsonl", ".json", ".ndjson")):
+        return "jsonl"
+    if name.endswith((".csv", ".tsv")):
+        return "csv"
+    raise ValueError(f"{path}: unknown document format (expected .jsonl, .json, .csv, .tsv or .parquet, "
+                     f"optionally .gz)")
+
+
+def _iter_records(path: Path, skipped: Counter) -> Iterator[dict[str, Any]]:
+    kind = _format_of(path)
+    if kind == "jsonl":
+        with _open_text(path) as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    skipped["malformed JSON line"] += 1
+                    continue
+                if not isinstance(record, dict):
+                    skipped["JSON line is not an object"] += 1
+                    continue
+                yield record
+    elif kind == "csv":
+        with _open_text(path) as f:
+            delimiter = "\t" if path.name.lower().removesuffix(".gz").endswith(".tsv") else ","
+            reader = csv.DictReader(f, delimiter=delimiter)
+            for record in reader:
+                if None in record or any(v is None for v in record.values()):
+                    skipped["CSV row with the wrong number of fields"] += 1
+                    continue
+                yield record
+    else:
+        import pyarrow.parquet as pq
+
+        for batch in pq.ParquetDataset(str(path)).read().to_batches():
+            yield from batch.to_pylist()
+
+
+def load_documents(path: str | Path, *, text_column: str = "text", label_column: str | None = None,
+                   id_column: str | None = "id", title_column: str | None = None,
+                   max_rows: int | None = None) -> Documents:
+    """Documents from JSON lines, CSV/TSV or parquet (a file or a folder of parquet files).
+
+    A row without usable text (missing, not a string, blank) or, when ``label_column`` is given, without a
+    label is counted in ``skipped`` under its reason and left out; nothing else is dropped here. Rows
+    without an id get their row number. ``title_column``, when given, is prepended as the first sentence.
+    """
+    source = Path(path)
+    if not source.exists():
+        raise FileNotFoundError(f"document file {source} does not exist")
+    docs = Documents(ids=[], texts=[], labels=[] if label_column else None)
+    columns_checked = False
+    for row, record in enumerate(_iter_records(source, docs.skipped)):
+        if max_rows is not None and len(docs) >= max_rows:
+            break
+        if not columns_checked:
+            missing = [c for c in (text_column, label_column) if c and c not in record]
+            if missing:
+                raise ValueError(f"{source}: column(s) {missing} not found; the records have {sorted(record)}")
+            columns_checked = True
+        text = record.get(text_column)
+        if not isinstance(text, str) or not text.strip():
+            docs.skipped["missing or empty text"] += 1
+            continue
+        if title_column:
+            title = record.get(title_column)
+            if isinstance(title, str) and title.strip():
+                title = title.strip()
+                text = f"{title}{'' if title[-1] in '.!?' else '.'}\n\n{text}"
+        if label_column:
+            label = record.get(label_column)
+            if label is None or (isinstance(label, str) and not label.strip()):
+                docs.skipped["missing label"] += 1
+                continue
+            docs.labels.append(str(label))
+        identifier = record.get(id_column) if id_column else None
+        docs.ids.append(str(identifier) if identifier is not None else str(row))
+        docs.texts.append(text)
+    if not docs.texts:
+        raise ValueError(f"{source}: no usable documents (skipped: {dict(docs.skipped) or 'none'})")
+    return docs
+
+
+# ---------------------------------------------------------------- cleaning
+
+def strip_newsgroup_parts(text: str) -> str:
+    """Remove a Usenet message's headers, signature block and quoted replies (scikit-learn's rules)."""
+    from sklearn.datasets._twenty_newsgroups import (
+        strip_newsgroup_footer,
+        strip_newsgroup_header,
+        strip_newsgroup_quoting,
+    )
+
+    return strip_newsgroup_footer(strip_newsgroup_quoting(strip_newsgroup_header(text)))
+
+
+def remove_urls_and_emails(text: str) -> str:
+    return _EMAIL.sub(" ", _URL.sub(" ", text))
+
+
+def normalize_whitespace(text: str) -> str:
+    """Runs of spaces collapsed, paragraph breaks kept (they help the sentence splitter)."""
+    text = _BLANK_LINES.sub("\n\n", text.replace("\r\n", "\n").replace("\r", "\n"))
+    return "\n".join(_SPACES.sub(" ", line).strip() for line in text.split("\n")).strip()
+
+
+def clean_text(text: str, cleaning: Cleaning = "basic") -> str:
+    if cleaning == "none":
+        return text
+    if cleaning == "newsgroups":
+        text = strip_newsgroup_parts(text)
+    return normalize_whitespace(remove_urls_and_emails(text))
+
+
+def clean_documents(docs: Documents, cleaning: Cleaning = "basic", min_words: int = 10) -> Documents:
+    """Cleaned copies of the documents; those left with fewer than ``min_words`` words are dropped and counted."""
+    keep: list[int] = []
+    texts: list[str] = []
+    for i, text in enumerate(docs.texts):
+        cleaned = clean_text(text, cleaning)
+        if len(cleaned.split()) < min_words:
+            continue
+        keep.append(i)
+        texts.append(cleaned)
+    out = docs.subset(keep)
+    out.texts = texts
+    dropped = len(docs) - len(keep)
+    if dropped:
+        out.skipped[f"fewer than {min_words} words after cleaning"] += dropped
+    return out
+
+
+# ---------------------------------------------------------------- sentences
+
+class SentenceSplitter:
+    """Rule-based sentence boundaries: spaCy's tokenizer (abbreviation exceptions) + its ``sentencizer``.
+
+    No statistical model is loaded, so nothing is downloaded; blank lines also end a sentence, because
+    list items, headings and signatures in posts often lack final punctuation.
+    """
+
+    def __init__(self, batch_size: int = 256) -> None:
+        import spacy
+
+        self._nlp = spacy.blank("en")
+        self._nlp.add_pipe("sentencizer")
+        self._nlp.max_length = 10_000_000
+        self.batch_size = batch_size
+
+    def split(self, text: str) -> list[str]:
+        return self.split_many([text])[0]
+
+    def split_many(self, texts: Sequence[str]) -> list[list[str]]:
+        paragraphs: list[str] = []
+        owner: list[int] = []
+        for i, text in enumerate(texts):
+            for paragraph in _BLANK_LINES.split(text):
+                if paragraph.strip():
+                    paragraphs.append(paragraph)
+                    owner.append(i)
+        out: list[list[str]] = [[] for _ in texts]
+        for i, doc in zip(owner, self._nlp.pipe(paragraphs, batch_size=self.batch_size)):
+            for sentence in doc.sents:
+                cleaned = " ".join(sentence.text.split())
+                if cleaned:
+                    out[i].append(cleaned)
+        return out
+
+
+# ---------------------------------------------------------------- Shuffle & Divide pairs
+
+def shuffle_divide(sentences: Sequence[str], rng: np.random.Generator) -> tuple[str, str]:
+    """Shuffle the sentence order, cut in half (the first half is the shorter one for odd counts)."""
+    order = rng.permutation(len(sentences))
+    half = len(sentences) // 2
+    return (" ".join(sentences[i] for i in order[:half]), " ".join(sentences[i] for i in order[half:]))
+
+
+def shuffle_divide_pairs(sentences: Sequence[Sequence[str]], *, epoch: int, seed: int = 0,
+                         min_sentences: int = 4, ids: Sequence[str] | None = None) -> list[dict[str, str]]:
+    """One epoch's positive pairs: ``{anchor, positive, id}`` for every document with ≥ ``min_sentences``.
+
+    Each document draws from its own generator seeded by (seed + epoch, document index), so an epoch's
+    pairs are reproducible and independent of how the work is partitioned.
+    """
+    if min_sentences < 2:
+        raise ValueError("min_sentences must be at least 2 so both halves are non-empty")
+    pairs = []
+    for i, doc in enumerate(sentences):
+        if len(doc) < min_sentences:
+            continue
+        anchor, positive = shuffle_divide(doc, np.random.default_rng([seed + epoch, i]))
+        pairs.append({"anchor": anchor, "positive": positive, "id": ids[i] if ids is not None else str(i)})
+    return pairs
+
+
+# ---------------------------------------------------------------- TF-IDF pairs
+
+@dataclass
+class TfidfNeighbours:
+    neighbour: np.ndarray  # (n,) index of each document's most similar other document
+    similarity: np.ndarray  # (n,) its cosine similarity
+    label_agreement: float | None  # share of pairs whose two documents share a label
+
+
+def tfidf_neighbours(texts: Sequence[str], *, labels: Sequence[str] | None = None, chunk_rows: int = 1024,
+                     max_features: int | None = 100_000, min_df: int = 2) -> TfidfNeighbours:
+    """Each document's nearest other document by TF-IDF cosine, computed ``chunk_rows`` rows at a time.
+
+    Only a chunk × n block of similarities exists at once, never the n × n matrix.
+    """
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    n = len(texts)
+    if n < 2:
+        raise ValueError("TF-IDF neighbours need at least two documents")
+    vectorizer = TfidfVectorizer(sublinear_tf=True, stop_words="english", max_features=max_features,
+                                 min_df=min_df if n >= 10 * min_df else 1, dtype=np.float32)
+    matrix = vectorizer.fit_transform(texts).tocsr()  # rows are L2-normalised, so a dot product is a cosine
+    transposed = matrix.T.tocsc()
+    neighbour = np.empty(n, dtype=np.int64)
+    similarity = np.empty(n, dtype=np.float32)
+    for start in range(0, n, chunk_rows):
+        stop = min(n, start + chunk_rows)
+        block = (matrix[start:stop] @ transposed).toarray()
+        block[np.arange(stop - start), np.arange(start, stop)] = -np.inf  # never one's own neighbour
+        neighbour[start:stop] = block.argmax(axis=1)
+        similarity[start:stop] = block[np.arange(stop - start), neighbour[start:stop]]
+    agreement = None
+    if labels is not None:
+        labels_array = np.asarray(labels)
+        agreement = float(np.mean(labels_array == labels_array[neighbour]))
+    return TfidfNeighbours(neighbour=neighbour, similarity=similarity, label_agreement=agreement)
+
+
+def tfidf_pairs(texts: Sequence[str], neighbours: TfidfNeighbours, *,
+                ids: Sequence[str] | None = None) -> list[dict[str, str]]:
+    """``{anchor, positive, id}`` for each document and its TF-IDF neighbour."""
+    return [{"anchor": texts[i], "positive": texts[j], "id": ids[i] if ids is not None else str(i)}
+            for i, j in enumerate(neighbours.neighbour.tolist())]

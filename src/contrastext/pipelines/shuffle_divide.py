@@ -1,0 +1,408 @@
+"""Shuffle & Divide: train a document encoder without labels, cluster with spherical k-means every epoch.
+
+Epoch 0 is the encoder before training. Every later epoch builds fresh positive pairs (Shuffle & Divide
+re-shuffles each document's sentences; TF-IDF pairs stay fixed), runs one epoch of the shared Ray Train
+loop from the previous epoch's model, encodes every document, clusters, and scores. The epoch with the
+best silhouette (no labels needed) gives the final model and assignments. An epoch whose ``scores.json``
+exists is not redone, so a stopped run picks up where it was.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from contrastext.clustering import spherical_kmeans
+from contrastext.config import (
+    EncoderConfig,
+    LossConfig,
+    OptimizerConfig,
+    OutputConfig,
+    RayConfig,
+    ScalingSettings,
+    Settings,
+    TrainConfig,
+)
+from contrastext.data.documents import (
+    Cleaning,
+    Documents,
+    SentenceSplitter,
+    clean_documents,
+    load_documents,
+    shuffle_divide_pairs,
+    tfidf_neighbours,
+    tfidf_pairs,
+)
+from contrastext.manifest import file_checksum, write_json_atomic, write_manifest
+from contrastext.metrics.clustering import clustering_scores
+from contrastext.report import format_table
+
+
+DATA_ENV = "CONTRASTEXT_DATA"
+_SCORE_KEYS = ("silhouette", "acc", "nmi", "ami")
+
+
+def _default_train() -> TrainConfig:
+    return TrainConfig(
+        encoder=EncoderConfig(pooling="mean", max_length=128),
+        optimizer=OptimizerConfig(lr=3e-5, schedule="constant", warmup_ratio=0.1),
+        loss=LossConfig(name="ntxent", params={"temperature": 0.1}),
+        scaling=ScalingSettings(num_workers=1, cpus_per_worker=2),
+        epochs=1, batch_size=64, checkpoint_every_steps=50,
+    )
+
+
+class DocumentSource(Settings):
+    """One document file and how to read it."""
+
+    path: str = Field(..., description="JSONL/CSV/parquet; a relative path is looked up under data_dir")
+    text_column: str = "text"
+    label_column: str | None = Field(None, description="None: no labels (silhouette only)")
+    id_column: str | None = "id"
+    title_column: str | None = Field(None, description="prepended to the text as its first sentence")
+    cleaning: Cleaning = Field("basic", description="newsgroups: also strip headers, signatures and quotes")
+    min_words: int = Field(10, ge=1, description="documents shorter than this after cleaning are dropped")
+    max_documents: int | None = Field(None, ge=2, description="a seeded random subset of this many documents")
+
+
+class ShuffleDivideConfig(Settings):
+    """Unsupervised document encoder (Shuffle & Divide or TF-IDF positives) + spherical k-means."""
+
+    data_dir: str | None = Field(None, description=f"where relative document paths live; None: ${DATA_ENV}, "
+                                                   "else ../shared/data from the working directory")
+    documents: DocumentSource = Field(default_factory=lambda: DocumentSource(
+        path="bbcsport/bbcsport.jsonl", label_column="label", title_column="title"))
+    train_documents: DocumentSource | None = Field(
+        None, description="texts to train on (labels unused); None: the documents that are clustered")
+    pair_method: Literal["shuffle_divide", "tfidf"] = "shuffle_divide"
+    min_sentences: int = Field(4, ge=2, description="Shuffle & Divide trains on documents with this many sentences")
+    tfidf_chunk_rows: int = Field(1024, ge=1, description="rows of the TF-IDF similarity computed at once")
+    epochs: int = Field(5, ge=0, description="training epochs after epoch 0 (the untrained encoder)")
+    k: int | None = Field(None, ge=2, description="clusters; None: the number of distinct labels")
+    kmeans_niter: int = Field(25, ge=1)
+    kmeans_nredo: int = Field(5, ge=1, description="k-means restarts; the tightest is kept")
+    encode_max_length: int = Field(256, gt=0, description="tokens per document when encoding for clustering")
+    encode_batch_size: int = Field(32, ge=1)
+    silhouette_sample_size: int | None = Field(5000, ge=2)
+    projection: Literal["tsne", "pca"] = "tsne"
+    keep_epoch_models: bool = Field(True, description="False: delete an epoch's model once the next exists")
+    train: TrainConfig = Field(default_factory=_default_train)
+    output: OutputConfig = Field(default_factory=lambda: OutputConfig(name="shuffle_divide"))
+    ray: RayConfig = Field(default_factory=RayConfig)
+
+    @model_validator(mode="after")
+    def _one_epoch_per_fit(self) -> "ShuffleDivideConfig":
+        if self.train.epochs != 1:
+            raise ValueError("train.epochs must be 1: pairs are rebuilt every epoch, set `epochs` instead")
+        if self.train.loss.name == "supcon":
+            raise ValueError("train.loss.name must be a pair loss (ntxent or mnr): the pairs have no labels")
+        return self
+
+
+# ---------------------------------------------------------------- inputs
+
+def resolve_data_path(path: str, data_dir: str | None) -> Path:
+    """A document path as given when absolute, else under data_dir / $CONTRASTEXT_DATA / ../shared/data."""
+    candidate = Path(path).expanduser()
+    if candidate.is_absolute():
+        base = None
+    else:
+        base = Path(data_dir or os.environ.get(DATA_ENV) or Path.cwd().parent / "shared" / "data").expanduser()
+        candidate = base / candidate
+    if not candidate.exists():
+        where = f" (data directory {base})" if base is not None else ""
+        raise FileNotFoundError(
+            f"document file {candidate} not found{where}; set `data_dir` (or ${DATA_ENV}) to the folder that "
+            f"holds it, or `documents.path` to its full path")
+    return candidate
+
+
+def load_source(source: DocumentSource, data_dir: str | None, seed: int) -> tuple[Documents, Path]:
+    path = resolve_data_path(source.path, data_dir)
+    docs = load_documents(path, text_column=source.text_column, label_column=source.label_column,
+                          id_column=source.id_column, title_column=source.title_column)
+    docs = clean_documents(docs, source.cleaning, source.min_words)
+    if source.max_documents and source.max_documents < len(docs):
+        index = np.sort(np.random.default_rng(seed).choice(len(docs), source.max_documents, replace=False))
+        docs = docs.subset(index.tolist())
+    return docs, path
+
+
+# ---------------------------------------------------------------- one epoch's steps
+
+def _epoch_dir(run_dir: Path, epoch: int) -> Path:
+    return run_dir / "epochs" / f"epoch_{epoch:03d}"
+
+
+def _encode(model: str, texts: list[str], config: ShuffleDivideConfig) -> np.ndarray:
+    from contrastext.models import TextEncoder
+
+    enc = config.train.encoder
+    encoder = TextEncoder.from_pretrained(model, pooling=enc.pooling, normalize=enc.normalize,
+                                          max_length=config.encode_max_length,
+                                          allow_download=enc.allow_download)
+    encoder.eval()
+    return encoder.encode(texts, batch_size=config.encode_batch_size, show_progress=True)
+
+
+def _cluster_and_score(embeddings: np.ndarray, docs: Documents, k: int,
+                       config: ShuffleDivideConfig) -> tuple[np.ndarray, dict[str, float]]:
+    result = spherical_kmeans(embeddings, k, seed=config.train.seed, niter=config.kmeans_niter,
+                              nredo=config.kmeans_nredo)
+    scores = clustering_scores(result.assignments, labels=docs.labels, embeddings=embeddings,
+                               sample_size=config.silhouette_sample_size, seed=config.train.seed)
+    return result.assignments, scores
+
+
+def _prepare_training(train_docs: Documents, state: dict[str, Any], config: ShuffleDivideConfig,
+                      timings: dict[str, float]) -> dict[str, Any]:
+    """What every epoch's pairs come from (sentences or TF-IDF neighbours), and Ray; returns pair stats."""
+    from contrastext.runtime import init_ray
+
+    t = time.perf_counter()
+    stats: dict[str, Any] = {"method": config.pair_method}
+    if config.pair_method == "tfidf":
+        neighbours = tfidf_neighbours(train_docs.texts, labels=train_docs.labels,
+                                      chunk_rows=config.tfidf_chunk_rows)
+        state["tfidf_pairs"] = tfidf_pairs(train_docs.texts, neighbours, ids=train_docs.ids)
+        stats.update(pairs=len(train_docs), label_agreement=neighbours.label_agreement,
+                     mean_similarity=float(neighbours.similarity.mean()))
+    else:
+        state["sentences"] = SentenceSplitter().split_many(train_docs.texts)
+        counts = np.array([len(s) for s in state["sentences"]])
+        stats.update(pairs=int((counts >= config.min_sentences).sum()),
+                     documents_too_short=int((counts < config.min_sentences).sum()),
+                     median_sentences=float(np.median(counts)))
+    if not stats["pairs"]:
+        raise ValueError(f"no training pairs: no training document has {config.min_sentences} sentences "
+                         f"(set `min_sentences` lower or use pair_method=tfidf)")
+    timings["pairs"] = time.perf_counter() - t
+    print(f"[shuffle_divide] pairs: {stats}", flush=True)
+    init_ray(config.ray)
+    return stats
+
+
+def _epoch_pairs(epoch: int, train_docs: Documents, state: dict[str, Any],
+                 config: ShuffleDivideConfig) -> list[dict[str, str]]:
+    if config.pair_method == "tfidf":
+        return state["tfidf_pairs"]
+    return shuffle_divide_pairs(state["sentences"], epoch=epoch, seed=config.train.seed,
+                                min_sentences=config.min_sentences, ids=train_docs.ids)
+
+
+def _train_epoch(epoch: int, previous_model: str, pairs: list[dict[str, str]], run_dir: Path,
+                 config: ShuffleDivideConfig) -> dict[str, Any]:
+    import ray.data
+
+    from contrastext.train import fit
+
+    train = config.train.model_copy(deep=True)
+    train.encoder.model = previous_model
+    train.seed = config.train.seed + epoch
+    if epoch > 1:
+        train.optimizer.warmup_ratio = 0.0  # warm-up only at the very start of training
+    dataset = ray.data.from_items([{"anchor": p["anchor"], "positive": p["positive"]} for p in pairs])
+    result = fit(dataset, train, OutputConfig(storage_path=str(run_dir / "train"), name=f"epoch_{epoch:03d}"),
+                 rows=len(pairs), export_model_to=_epoch_dir(run_dir, epoch) / "model")
+    if result.model_path is None:
+        raise RuntimeError(f"epoch {epoch}: training finished without a checkpoint to export")
+    losses = [h["loss"] for h in result.history if "loss" in h and "rows_trained" not in h]
+    final = result.metrics
+    return {"loss": float(np.mean(losses)) if losses else final.get("loss"), "steps": result.steps,
+            "pairs": len(pairs), "rows_skipped": final.get("rows_skipped", 0), "train_s": result.seconds}
+
+
+# ---------------------------------------------------------------- the job
+
+def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
+    """Run (or resume) the job; returns the summary also written to ``metrics.json``."""
+    if "://" in config.output.storage_path:
+        raise ValueError("shuffle_divide writes to a local (or mounted shared) folder: set output.storage_path "
+                         "to a path, not a URI")
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    run_dir = Path(config.output.run_dir())
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+    t = time.perf_counter()
+    docs, docs_path = load_source(config.documents, config.data_dir, config.train.seed)
+    if config.train_documents is not None:
+        train_docs, train_path = load_source(config.train_documents, config.data_dir, config.train.seed)
+    else:
+        train_docs, train_path = docs, docs_path
+    k = config.k or (len(set(docs.labels)) if docs.labels is not None else None)
+    if k is None:
+        raise ValueError("set `k`: the documents have no label column to count clusters from")
+    if k >= len(docs):
+        raise ValueError(f"k={k} needs more than {len(docs)} documents")
+    timings["load"] = time.perf_counter() - t
+    print(f"[shuffle_divide] {len(docs)} documents to cluster from {docs_path} (skipped: "
+          f"{dict(docs.skipped) or 'none'}); {len(train_docs)} to train on; k={k}", flush=True)
+
+    state: dict[str, Any] = {}
+    pairs_file = run_dir / "pairs.json"
+    pair_stats: dict[str, Any] = json.loads(pairs_file.read_text()) if pairs_file.is_file() else {}
+
+    rows: list[dict[str, Any]] = []
+    model = config.train.encoder.model
+    for epoch in range(config.epochs + 1):
+        epoch_dir = _epoch_dir(run_dir, epoch)
+        scores_file = epoch_dir / "scores.json"
+        if scores_file.is_file():
+            row = json.loads(scores_file.read_text())
+            print(f"[shuffle_divide] epoch {epoch}: done before, skipped", flush=True)
+        else:
+            epoch_dir.mkdir(parents=True, exist_ok=True)
+            row = {"epoch": epoch}
+            if epoch > 0:
+                t = time.perf_counter()
+                train_file = epoch_dir / "train.json"
+                if not (train_file.is_file() and (epoch_dir / "model" / "modules.json").is_file()):
+                    if not state:
+                        pair_stats = _prepare_training(train_docs, state, config, timings)
+                        write_json_atomic(pairs_file, pair_stats)
+                    pairs = _epoch_pairs(epoch, train_docs, state, config)
+                    write_json_atomic(train_file, _train_epoch(epoch, model, pairs, run_dir, config))
+                row.update(json.loads(train_file.read_text()))
+                timings[f"train_{epoch}"] = time.perf_counter() - t
+            t = time.perf_counter()
+            epoch_model = str(epoch_dir / "model") if epoch > 0 else model
+            embeddings = _encode(epoch_model, docs.texts, config)
+            assignments, scores = _cluster_and_score(embeddings, docs, k, config)
+            row.update(scores, model=epoch_model, encode_cluster_s=time.perf_counter() - t)
+            np.save(epoch_dir / "embeddings.npy", embeddings)
+            np.save(epoch_dir / "assignments.npy", assignments)
+            write_json_atomic(scores_file, row)  # last: its presence marks the epoch complete
+        rows.append(row)
+        print(f"[shuffle_divide] epoch {epoch}: " + ", ".join(
+            f"{key} {row[key]:.4f}" for key in ("loss", *_SCORE_KEYS) if row.get(key) is not None), flush=True)
+        model = row["model"]
+        if not config.keep_epoch_models:
+            _drop_stale_models(run_dir, rows)
+
+    summary = _finish(rows, docs, docs_path, train_path, train_docs, k, pair_stats, run_dir, config,
+                      timings, started)
+    return summary
+
+
+def _drop_stale_models(run_dir: Path, rows: list[dict[str, Any]]) -> None:
+    """Delete epoch models that are neither the best so far by silhouette nor the next epoch's start."""
+    best = _best(rows, "silhouette")
+    keep = {rows[-1]["epoch"], best["epoch"] if best else None}
+    for row in rows[1:]:
+        if row["epoch"] not in keep:
+            shutil.rmtree(_epoch_dir(run_dir, row["epoch"]) / "model", ignore_errors=True)
+
+
+def _best(rows: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
+    scored = [r for r in rows if r.get(key) is not None and not math.isnan(r[key])]
+    return max(scored, key=lambda r: (r[key], -r["epoch"])) if scored else None
+
+
+def _finish(rows: list[dict[str, Any]], docs: Documents, docs_path: Path, train_path: Path,
+            train_docs: Documents, k: int, pair_stats: dict[str, Any], run_dir: Path,
+            config: ShuffleDivideConfig, timings: dict[str, float], started: float) -> dict[str, Any]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from contrastext import plots
+
+    t = time.perf_counter()
+    best = _best(rows, "silhouette") or rows[-1]
+    best_acc = _best(rows, "acc")
+    best_dir = _epoch_dir(run_dir, best["epoch"])
+    embeddings = np.load(best_dir / "embeddings.npy")
+    assignments = np.load(best_dir / "assignments.npy")
+
+    model_dir = run_dir / "model"
+    if best["epoch"] > 0:
+        tmp = run_dir / "model.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(best_dir / "model", tmp)
+        shutil.rmtree(model_dir, ignore_errors=True)
+        tmp.rename(model_dir)
+    else:
+        shutil.rmtree(model_dir, ignore_errors=True)  # training did not beat the untrained encoder
+
+    table = {"id": docs.ids, "cluster": assignments.astype(np.int32)}
+    if docs.labels is not None:
+        table["label"] = docs.labels
+    tmp_parquet = run_dir / "assignments.parquet.tmp"
+    pq.write_table(pa.table(table), tmp_parquet)
+    tmp_parquet.rename(run_dir / "assignments.parquet")
+
+    plot_dir = run_dir / "plots"
+    keys = [key for key in _SCORE_KEYS if any(r.get(key) is not None for r in rows)]
+    metrics_png = plots.metric_lines(rows, "epoch", keys, plot_dir / "metrics_per_epoch.png",
+                                     "Clustering scores per epoch (epoch 0: before training)")
+    points = plots.project_2d(embeddings, config.projection, seed=config.train.seed)
+    clusters_png = plots.scatter_2d(points, [f"cluster {c}" for c in assignments], plot_dir / "clusters_2d.png",
+                                    f"Epoch {best['epoch']} embeddings ({config.projection}), by cluster")
+    labels_png = None
+    if docs.labels is not None:
+        labels_png = plots.scatter_2d(points, docs.labels, plot_dir / "labels_2d.png",
+                                      f"Epoch {best['epoch']} embeddings ({config.projection}), by label")
+    timings["report"] = time.perf_counter() - t
+    timings["total"] = time.perf_counter() - started
+
+    summary = {
+        "documents": {"path": str(docs_path), "count": len(docs), "skipped": dict(docs.skipped)},
+        "train_documents": {"path": str(train_path), "count": len(train_docs),
+                            "skipped": dict(train_docs.skipped)},
+        "k": k,
+        "pairs": pair_stats,
+        "epochs": rows,
+        "best_by_silhouette": {"epoch": best["epoch"], **{key: best.get(key) for key in _SCORE_KEYS}},
+        "best_by_acc": ({"epoch": best_acc["epoch"], **{key: best_acc.get(key) for key in _SCORE_KEYS}}
+                        if best_acc else None),
+        "model_path": str(model_dir) if best["epoch"] > 0 else config.train.encoder.model,
+        "timings_s": timings,
+    }
+    if best_acc is not None:
+        summary["acc_lost_by_label_free_selection"] = best_acc["acc"] - best["acc"]
+    write_json_atomic(run_dir / "metrics.json", summary)
+    inputs = {str(p): file_checksum(p) for p in {docs_path, train_path} if p.is_file()}
+    write_manifest(run_dir, job="shuffle_divide", config=config, inputs=inputs, timings=timings,
+                   counts={"documents": len(docs), "train_documents": len(train_docs),
+                           "pairs_per_epoch": pair_stats.get("pairs"), "epochs": len(rows) - 1,
+                           "documents_skipped": sum(docs.skipped.values())})
+    text = summary_table(summary)
+    _write_report(run_dir, summary, text, metrics_png, clusters_png, labels_png)
+    print(text)
+    return summary
+
+
+def summary_table(summary: dict[str, Any]) -> str:
+    keys = [key for key in _SCORE_KEYS if any(r.get(key) is not None for r in summary["epochs"])]
+    rows = []
+    for r in summary["epochs"]:
+        chosen = "*" if r["epoch"] == summary["best_by_silhouette"]["epoch"] else ""
+        rows.append([r["epoch"], chosen, r.get("loss") if r.get("loss") is not None else "-",
+                     *[r.get(key) if r.get(key) is not None else "-" for key in keys]])
+    return format_table(rows, headers=["epoch", "chosen", "train loss", *keys])
+
+
+def _write_report(run_dir: Path, summary: dict[str, Any], table: str, *figures: Path | None) -> None:
+    best, best_acc = summary["best_by_silhouette"], summary["best_by_acc"]
+    lines = [
+        "# Shuffle & Divide clustering", "",
+        f"- documents: {summary['documents']['count']} from `{summary['documents']['path']}` "
+        f"(skipped: {summary['documents']['skipped'] or 'none'})",
+        f"- trained on: {summary['train_documents']['count']} documents from "
+        f"`{summary['train_documents']['path']}`; pairs: {summary['pairs']}",
+        f"- k = {summary['k']}; epoch chosen by silhouette: {best['epoch']} (column `chosen`)",
+    ]
+    if best_acc is not None:
+        lines.append(f"- best epoch by ACC: {best_acc['epoch']} (ACC {best_acc['acc']:.4f}); label-free "
+                     f"selection loses {summary['acc_lost_by_label_free_selection']:.4f} ACC")
+    lines += ["", "```", table, "```", ""]
+    lines += [f"![{f.stem}](plots/{f.name})" for f in figures if f is not None]
+    (run_dir / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

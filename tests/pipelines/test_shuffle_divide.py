@@ -1,0 +1,130 @@
+"""The shuffle_divide job end to end: tiny random encoder on generated documents, local Ray."""
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from pydantic import ValidationError
+
+from contrastext.config import EncoderConfig, OutputConfig, TrainConfig, load_config
+from contrastext.pipelines.shuffle_divide import (
+    DocumentSource,
+    ShuffleDivideConfig,
+    resolve_data_path,
+    run_shuffle_divide,
+)
+
+TOPICS = {
+    "sport": "football match goal striker league keeper penalty stadium referee season coach",
+    "space": "rocket orbit launch satellite astronaut moon telescope planet mission gravity probe",
+    "food": "recipe flour butter oven bake sugar dough kitchen pastry chocolate cream",
+}
+
+
+def _write_documents(path, per_topic=8, seed=0):
+    rng = np.random.default_rng(seed)
+    with open(path, "w", encoding="utf-8") as f:
+        for label, words in TOPICS.items():
+            vocab = words.split()
+            for i in range(per_topic):
+                sentences = [" ".join(rng.choice(vocab, size=6)).capitalize() + "." for _ in range(5 + i % 3)]
+                f.write(json.dumps({"id": f"{label}-{i}", "text": " ".join(sentences), "topic": label}) + "\n")
+        f.write("{broken line\n")
+    return path
+
+
+def _config(tmp_path, model_dir, **changes):
+    docs = _write_documents(tmp_path / "docs.jsonl")
+    base = dict(
+        data_dir=str(tmp_path),
+        documents=DocumentSource(path="docs.jsonl", label_column="topic"),
+        epochs=1, projection="pca", kmeans_nredo=2,
+        encode_max_length=48,
+        train=TrainConfig(encoder=EncoderConfig(model=str(model_dir), max_length=32, pooling="mean"),
+                          loss={"name": "ntxent", "params": {"temperature": 0.1}},
+                          optimizer={"lr": 1e-4, "schedule": "constant"}, batch_size=8,
+                          checkpoint_every_steps=None, log_every_steps=1),
+        output=OutputConfig(storage_path=str(tmp_path / "runs"), name="sd"),
+    )
+    assert docs.is_file()
+    return ShuffleDivideConfig(**{**base, **changes})
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_job_trains_clusters_reports_and_resumes(ray_session, tiny_encoder_dir, tmp_path, capsys):
+    config = _config(tmp_path, tiny_encoder_dir)
+    summary = run_shuffle_divide(config)
+    run_dir = tmp_path / "runs" / "sd"
+
+    assert summary["documents"]["count"] == 24 and summary["documents"]["skipped"] == {"malformed JSON line": 1}
+    assert summary["k"] == 3 and summary["pairs"]["pairs"] == 24  # every document has ≥ 4 sentences
+    epochs = summary["epochs"]
+    assert [r["epoch"] for r in epochs] == [0, 1]
+    assert epochs[1]["steps"] == 3 and epochs[1]["pairs"] == 24 and epochs[1]["loss"] > 0
+    for row in epochs:
+        assert {"silhouette", "acc", "nmi", "ami"} <= set(row) and 1 / 3 <= row["acc"] <= 1
+    best = max(epochs, key=lambda r: (r["silhouette"], -r["epoch"]))
+    assert summary["best_by_silhouette"]["epoch"] == best["epoch"]
+    assert summary["acc_lost_by_label_free_selection"] >= 0
+
+    table = pq.read_table(run_dir / "assignments.parquet").to_pydict()
+    assert set(table) == {"id", "cluster", "label"} and len(table["id"]) == 24
+    assert set(table["cluster"]) <= {0, 1, 2} and table["label"][0] == "sport"
+    best_assignments = np.load(run_dir / "epochs" / f"epoch_{best['epoch']:03d}" / "assignments.npy")
+    assert table["cluster"] == best_assignments.tolist()
+    assert (run_dir / "epochs" / "epoch_001" / "model" / "modules.json").is_file()
+    assert (run_dir / "model" / "modules.json").is_file() == (best["epoch"] == 1)
+    assert json.loads((run_dir / "metrics.json").read_text())["k"] == 3
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["job"] == "shuffle_divide" and manifest["counts"]["documents"] == 24
+    assert manifest["inputs"][str(tmp_path / "docs.jsonl")].startswith("sha256:")
+    report = (run_dir / "report.md").read_text()
+    for figure in ("metrics_per_epoch.png", "clusters_2d.png", "labels_2d.png"):
+        assert (run_dir / "plots" / figure).stat().st_size > 0 and f"plots/{figure}" in report
+    printed = capsys.readouterr().out
+    assert "silhouette" in printed and "epoch" in printed
+
+    # a finished epoch is not redone; one whose scores are missing is re-scored without retraining
+    checkpoints = sorted((run_dir / "train" / "epoch_001").glob("checkpoint_*"))
+    (run_dir / "epochs" / "epoch_001" / "scores.json").unlink()
+    again = run_shuffle_divide(config)
+    assert "epoch 0: done before, skipped" in capsys.readouterr().out
+    assert sorted((run_dir / "train" / "epoch_001").glob("checkpoint_*")) == checkpoints
+    assert again["epochs"][1]["steps"] == 3
+    for key in ("silhouette", "acc", "nmi"):
+        assert again["epochs"][1][key] == pytest.approx(epochs[1][key], abs=1e-6)
+
+
+def test_config_errors_name_the_setting(tmp_path, tiny_encoder_dir):
+    with pytest.raises(ValidationError, match="train.epochs must be 1"):
+        load_config(ShuffleDivideConfig, overrides=["train.epochs=2"])
+    with pytest.raises(ValidationError, match="pair loss"):
+        load_config(ShuffleDivideConfig, overrides=["train.loss.name=supcon"])
+    with pytest.raises(FileNotFoundError, match="set `data_dir`"):
+        resolve_data_path("bbcsport/bbcsport.jsonl", str(tmp_path / "nowhere"))
+    with pytest.raises(ValueError, match="set `k`"):
+        run_shuffle_divide(_config(tmp_path, tiny_encoder_dir, documents=DocumentSource(path="docs.jsonl"),
+                                   epochs=0))
+    with pytest.raises(ValueError, match="URI"):
+        run_shuffle_divide(_config(tmp_path, tiny_encoder_dir, output=OutputConfig(storage_path="s3://b/r")))
+
+
+def test_data_dir_comes_from_the_environment(tmp_path, monkeypatch):
+    (tmp_path / "set").mkdir()
+    (tmp_path / "set" / "d.jsonl").write_text("{}\n")
+    monkeypatch.setenv("CONTRASTEXT_DATA", str(tmp_path))
+    assert resolve_data_path("set/d.jsonl", None) == tmp_path / "set" / "d.jsonl"
+    assert resolve_data_path(str(tmp_path / "set" / "d.jsonl"), "/elsewhere") == tmp_path / "set" / "d.jsonl"
+
+
+def test_untrained_encoder_only_with_epochs_zero_and_no_labels(tiny_encoder_dir, tmp_path):
+    config = _config(tmp_path, tiny_encoder_dir, documents=DocumentSource(path="docs.jsonl", max_documents=12),
+                     epochs=0, k=2)
+    summary = run_shuffle_divide(config)
+    assert [r["epoch"] for r in summary["epochs"]] == [0]
+    assert set(summary["epochs"][0]) >= {"silhouette"} and "acc" not in summary["epochs"][0]
+    assert summary["best_by_acc"] is None and summary["model_path"] == str(tiny_encoder_dir)
+    table = pq.read_table(tmp_path / "runs" / "sd" / "assignments.parquet")
+    assert table.column_names == ["id", "cluster"] and table.num_rows == 12
