@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from contrastext.models.resolve import DEFAULT_MODEL
 
@@ -36,8 +36,13 @@ class OptimizerConfig(Settings):
     max_grad_norm: float | None = Field(1.0, gt=0, description="None disables gradient clipping")
 
 
+EMBEDDING_LOSSES = ("mnr", "ntxent", "supcon")
+CLASSIFY_LOSSES = ("focal", "focal_supcon")
+
+
 class LossConfig(Settings):
-    name: Literal["mnr", "ntxent", "supcon"] = "mnr"
+    name: Literal["mnr", "ntxent", "supcon", "focal", "focal_supcon"] = Field(
+        "mnr", description="embedding objective: mnr, ntxent, supcon; classify objective: focal, focal_supcon")
     params: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the loss class")
 
 
@@ -47,7 +52,22 @@ class ScalingSettings(Settings):
     cpus_per_worker: float = Field(1.0, gt=0)
 
 
+class ClassifierConfig(Settings):
+    """The classify objective: a linear head on the pooled embedding, class-balanced batches."""
+
+    num_labels: int | None = Field(None, ge=2, description="labels are ints in [0, num_labels); required to train")
+    dropout: float = Field(0.1, ge=0, lt=1, description="dropout before the linear head")
+    head_lr: float = Field(1e-3, gt=0, description="learning rate of the head (a new head needs more than the encoder)")
+    freeze_encoder: bool = Field(False, description="train the head alone on a fixed encoder")
+    reset_head: bool = Field(False, description="start from a new head even if the model folder has one")
+    samples_per_class: int = Field(4, ge=1, description="k same-label rows per group; batch_size must be a multiple")
+    oversample: bool = Field(False, description="top short groups up to k rows by repeating rows of their class")
+
+
 class TrainConfig(Settings):
+    objective: Literal["embedding", "classify"] = Field(
+        "embedding", description="embedding: pair or supcon loss on the encoder; classify: encoder + linear head")
+    classifier: ClassifierConfig = Field(default_factory=ClassifierConfig)
     encoder: EncoderConfig = Field(default_factory=EncoderConfig)
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
     loss: LossConfig = Field(default_factory=LossConfig)
@@ -66,6 +86,18 @@ class TrainConfig(Settings):
     bf16: bool = Field(True, description="bf16 autocast on GPU; CPU always runs float32")
     seed: int = 42
     max_failures: int = Field(0, ge=0, description="worker failures Ray Train recovers from checkpoint")
+
+    @model_validator(mode="after")
+    def _objective_fits_loss(self) -> "TrainConfig":
+        allowed = CLASSIFY_LOSSES if self.objective == "classify" else EMBEDDING_LOSSES
+        if self.loss.name not in allowed:
+            raise ValueError(f"loss {self.loss.name!r} does not suit objective {self.objective!r}; "
+                             f"use one of {', '.join(allowed)}")
+        if self.objective == "classify":
+            if self.batch_size % self.classifier.samples_per_class:
+                raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of "
+                                 f"classifier.samples_per_class ({self.classifier.samples_per_class})")
+        return self
 
 
 class OutputConfig(Settings):

@@ -37,7 +37,7 @@ def label_id(label: Any) -> int:
     return zlib.crc32(str(label).encode("utf-8"))
 
 
-def _valid_text(value: Any) -> bool:
+def valid_text(value: Any) -> bool:
     return isinstance(value, str) and bool(value.strip())
 
 
@@ -56,9 +56,9 @@ def iter_rows(shard, config: TrainConfig, epoch: int, rank: int, skipped: Skippe
             raise KeyError(f"Training data has no column(s) {missing}; it has {sorted(batch)}. "
                            f"Set train.columns to the two columns to use.")
         for a, b in zip(batch[first], batch[second]):
-            if not _valid_text(a):
+            if not valid_text(a):
                 skipped.add(f"empty or non-text {first}")
-            elif pair_task and not _valid_text(b):
+            elif pair_task and not valid_text(b):
                 skipped.add(f"empty or non-text {second}")
             elif not pair_task and b is None:
                 skipped.add(f"missing {second}")

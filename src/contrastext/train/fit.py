@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +11,7 @@ from contrastext import storage
 from contrastext.config import OutputConfig, TrainConfig
 from contrastext.train.checkpoint import MODEL_SUBDIR
 from contrastext.train.history import HistoryCallback, read_history
+from contrastext.train.objectives import Objective, build_objective
 from contrastext.train.worker import EvalFn, train_loop_per_worker
 
 DatasetOrFactory = Any  # ray.data.Dataset or a zero-argument callable returning one
@@ -27,11 +27,11 @@ class FitResult:
     checkpoint_path: str | None = None
 
 
-def planned_steps(rows: int, config: TrainConfig) -> int:
-    """Optimiser steps for the whole fit (drives the learning-rate schedule)."""
-    per_epoch = max(1, math.ceil(rows / (config.batch_size * config.scaling.num_workers)))
-    steps = per_epoch * config.epochs
-    return min(steps, config.max_steps) if config.max_steps else steps
+def data_config(objective: Objective):
+    """Split the dataset over the workers, or give each all of it when the objective plans the split itself."""
+    import ray.train
+
+    return ray.train.DataConfig(datasets_to_split="all" if objective.split_dataset else [])
 
 
 def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
@@ -39,8 +39,10 @@ def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
         export_model_to: str | Path | None = None) -> FitResult:
     """Train ``config.encoder`` on ``dataset`` with Ray Train; resumes when ``output`` names an earlier run.
 
-    ``eval_fn(encoder) -> {name: value}`` runs on the first worker every ``eval_every_steps`` and at each
-    epoch end. The final model is copied to ``export_model_to`` (sentence-transformers format) when given.
+    ``config.objective`` says what is trained (see ``contrastext.train.objectives``): the encoder, or the
+    encoder plus a classification head. ``eval_fn(model) -> {name: value}`` runs on the first worker every
+    ``eval_every_steps`` and at each epoch end. The final model is copied to ``export_model_to``
+    (sentence-transformers format, plus the head for the classify objective) when given.
     """
     import ray.train
     from ray.train.torch import TorchTrainer
@@ -49,7 +51,8 @@ def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
     rows = rows if rows is not None else ds.count()
     if rows == 0:
         raise ValueError("The training dataset is empty.")
-    total_steps = planned_steps(rows, config)
+    objective = build_objective(config)
+    total_steps = objective.planned_steps(ds, rows)
     run_dir = output.run_dir()
     trainer = TorchTrainer(
         train_loop_per_worker,
@@ -67,6 +70,7 @@ def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
             callbacks=[HistoryCallback(run_dir)],
         ),
         datasets={"train": ds},
+        dataset_config=data_config(objective),
     )
     started = time.perf_counter()
     result = trainer.fit()

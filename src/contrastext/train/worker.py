@@ -11,11 +11,11 @@ from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
+from torch import nn
 
+from contrastext import storage
 from contrastext.config import TrainConfig
-from contrastext.losses import build_loss
-from contrastext.models import TextEncoder
-from contrastext.train.batches import PAIR_LOSSES, SkippedRows, epoch_batches
+from contrastext.train.batches import SkippedRows
 from contrastext.train.checkpoint import (
     MODEL_SUBDIR,
     Progress,
@@ -24,8 +24,10 @@ from contrastext.train.checkpoint import (
     restore_state,
     save_checkpoint,
 )
+from contrastext.train.objectives import build_objective
 
-EvalFn = Callable[[TextEncoder], dict[str, float]]
+# called with the model being trained: a TextEncoder (embedding objective) or a TextClassifier (classify)
+EvalFn = Callable[[nn.Module], dict[str, float]]
 
 
 def _sync_step(local_rows: int, device: torch.device) -> tuple[bool, float]:
@@ -46,14 +48,6 @@ def _sync_step(local_rows: int, device: torch.device) -> tuple[bool, float]:
     return True, dist.get_world_size() * local_rows / total_rows
 
 
-def _freeze_unused_pooler(encoder: TextEncoder) -> None:
-    """Our pooling reads token states, so a model's own pooler head gets no gradient; DDP refuses
-    parameters that never receive one, and keeping them frozen preserves them unchanged on save."""
-    for name, parameter in encoder.transformer.named_parameters():
-        if name.startswith("pooler."):
-            parameter.requires_grad_(False)
-
-
 def lr_factor(total_steps: int, warmup_steps: int, schedule: str = "linear") -> Callable[[int], float]:
     """Learning-rate multiplier per step: linear warm-up, then linear decay or constant."""
     def factor(step: int) -> float:
@@ -63,21 +57,6 @@ def lr_factor(total_steps: int, warmup_steps: int, schedule: str = "linear") -> 
             return 1.0
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
     return factor
-
-
-def _step_loss(model, encoder: TextEncoder, loss_fn, batch: list[tuple], loss_name: str,
-               max_length: int, device: torch.device, autocast) -> torch.Tensor:
-    def embed(texts: list[str]) -> torch.Tensor:
-        with autocast:
-            features = encoder.tokenize(texts, max_length)
-            return model({k: v.to(device) for k, v in features.items()}).float()
-
-    if loss_name in PAIR_LOSSES:
-        # one forward over anchors and positives together: one padded batch, one DDP forward
-        anchors, positives = embed([a for a, _ in batch] + [p for _, p in batch]).split(len(batch))
-        return loss_fn(anchors, positives)
-    labels = torch.tensor([label for _, label in batch], dtype=torch.long, device=device)
-    return loss_fn(embed([t for t, _ in batch]), labels)
 
 
 def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
@@ -92,6 +71,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     device = ray.train.torch.get_device()
     torch.manual_seed(config.seed)
 
+    objective = build_objective(config)
     checkpoint = ray.train.get_checkpoint()
     progress = Progress()
     model_spec = config.encoder.model
@@ -100,13 +80,10 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         if resume_dir:
             model_spec = str(Path(resume_dir) / MODEL_SUBDIR)
             progress = load_progress(Path(resume_dir))
-        encoder = TextEncoder.from_pretrained(
-            model_spec, pooling=config.encoder.pooling, normalize=config.encoder.normalize,
-            max_length=config.encoder.max_length, device="cpu", allow_download=config.encoder.allow_download)
-        encoder.train()
-        _freeze_unused_pooler(encoder)
-        model = ray.train.torch.prepare_model(encoder)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=config.optimizer.lr,
+        with storage.local_copy(model_spec) if storage.is_uri(model_spec) else nullcontext(model_spec) as spec:
+            net = objective.build_model(str(spec), resuming=bool(resume_dir))
+        model = ray.train.torch.prepare_model(net)
+        optimizer = torch.optim.AdamW(objective.param_groups(net), lr=config.optimizer.lr,
                                       weight_decay=config.optimizer.weight_decay)
         warmup = math.ceil(total_steps * config.optimizer.warmup_ratio)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor(total_steps, warmup, config.optimizer.schedule))
@@ -116,7 +93,6 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
                 print(f"[contrastext] resuming at step {progress.step} (epoch {progress.epoch}, "
                       f"batch {progress.batch_in_epoch})", flush=True)
 
-    loss_fn = build_loss(config.loss.name, **config.loss.params)
     use_autocast = device.type == "cuda" and config.bf16
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if use_autocast else nullcontext()
     shard = ray.train.get_dataset_shard("train")
@@ -124,8 +100,10 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     window_loss, window_rows, window_start = 0.0, 0, time.perf_counter()
     rows_seen = 0
     resumed_from = progress.step
+    last_checkpoint_step = progress.step if resume_dir else -1
 
     def report(metrics: dict[str, Any], with_checkpoint: bool) -> None:
+        nonlocal last_checkpoint_step
         metrics = {**metrics, "step": progress.step, "epoch": progress.epoch,
                    "lr": scheduler.get_last_lr()[0], "rows_skipped": skipped.total, "resumed_from_step": resumed_from}
         if not with_checkpoint:
@@ -134,20 +112,21 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             ckpt = None
             if rank == 0:
-                save_checkpoint(Path(tmp), encoder, optimizer, scheduler, progress)
+                save_checkpoint(Path(tmp), net, optimizer, scheduler, progress)
                 ckpt = ray.train.Checkpoint.from_directory(tmp)
             ray.train.report(metrics, checkpoint=ckpt, checkpoint_dir_name=checkpoint_dir_name(progress))
+        last_checkpoint_step = progress.step
         if rank == 0:
             print(f"[contrastext] checkpoint at step {progress.step}", flush=True)
 
     def evaluate() -> dict[str, float]:
         if eval_fn is None or rank != 0:
             return {}
-        encoder.eval()
+        net.eval()
         try:
-            return {f"eval_{k}": float(v) for k, v in eval_fn(encoder).items()}
+            return {f"eval_{k}": float(v) for k, v in eval_fn(net).items()}
         finally:
-            encoder.train()
+            net.train()
 
     done = config.max_steps is not None and progress.step >= config.max_steps
     for epoch in range(progress.epoch, config.epochs):
@@ -155,7 +134,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
             break
         skip = progress.batch_in_epoch if epoch == progress.epoch else 0
         progress.epoch, progress.batch_in_epoch = epoch, 0
-        batches = epoch_batches(shard, config, epoch, rank, skipped)
+        batches = objective.batches(shard, epoch, rank, world, skipped)
         while True:
             batch = next(batches, None)
             all_have_batch, loss_weight = _sync_step(len(batch) if batch else 0, device)
@@ -164,8 +143,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
             progress.batch_in_epoch += 1
             if progress.batch_in_epoch <= skip:
                 continue  # batches this epoch already trained on before the resume
-            loss = _step_loss(model, encoder, loss_fn, batch, config.loss.name,
-                              config.encoder.max_length, device, autocast)
+            loss = objective.loss(model, batch, device, autocast)
             optimizer.zero_grad(set_to_none=True)
             (loss * loss_weight).backward()
             if config.optimizer.max_grad_norm:
@@ -192,7 +170,9 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
                 break
         if not done:
             progress.epoch, progress.batch_in_epoch = epoch + 1, 0
-        # every epoch ends (and the run finishes) with a checkpoint of the model it reached
+        # every epoch ends (and the run finishes) with a checkpoint of the model it reached, unless the
+        # step-interval checkpoint has just saved that model: one step, one checkpoint folder
         report({"loss": window_loss / max(1, window_rows), "rows_trained": rows_seen,
-                "skipped_reasons": dict(skipped.reasons), **evaluate()}, with_checkpoint=True)
+                "skipped_reasons": dict(skipped.reasons), **evaluate()},
+               with_checkpoint=progress.step != last_checkpoint_step)
         window_loss, window_rows, window_start = 0.0, 0, time.perf_counter()

@@ -1,0 +1,470 @@
+"""Supervised classifier (encoder + linear head) trained with focal loss + λ·supervised NT-Xent.
+
+Several named variants run in one invocation (e.g. focal; focal + NT-Xent; focal + 100×NT-Xent; the
+head retrained alone on the focal + NT-Xent encoder), each through the shared Ray Train loop with
+class-balanced batches; each is scored on the test set (accuracy, micro-F1 without the null label,
+macro-F1, AUPRC, silhouette), gets a t-SNE plot of its test embeddings, and the job writes a report
+comparing them. A variant whose results are already in its folder is not trained again.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import os
+import re
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field, field_validator, model_validator
+
+from contrastext import storage
+from contrastext.config import (
+    ClassifierConfig,
+    EncoderConfig,
+    LossConfig,
+    OutputConfig,
+    RayConfig,
+    Settings,
+    TrainConfig,
+)
+from contrastext.manifest import file_checksum, write_json_atomic, write_manifest
+from contrastext.report import format_table
+
+log = logging.getLogger(__name__)
+
+DATA_ENV = "CONTRASTEXT_DATA"
+NewsgroupPart = Literal["headers", "footers", "quotes"]
+
+
+# ------------------------------------------------------------------------------------------ config
+class LabelledTextData(Settings):
+    """JSON-lines files (optionally .gz) of labelled texts, e.g. 20 Newsgroups ``id, label, label_id, text``."""
+
+    root: str | None = Field(None, description=f"folder the files are under; None: ${DATA_ENV}, else ../shared/data")
+    train_file: str = "20newsgroups/20ng_bydate_train.jsonl.gz"
+    test_file: str = "20newsgroups/20ng_bydate_test.jsonl.gz"
+    text_field: str = "text"
+    label_field: str = "label"
+    remove: list[NewsgroupPart] = Field(
+        default_factory=lambda: ["headers", "footers", "quotes"],
+        description="parts of a newsgroup message to strip, as scikit-learn's 20 Newsgroups loader does")
+    train_per_class: int | None = Field(None, ge=1, description="seeded class-stratified subset: rows per label")
+    test_per_class: int | None = Field(None, ge=1)
+    class_caps: dict[str, int] = Field(default_factory=dict,
+                                       description="train rows per label for some labels (a long tail)")
+    null_groups: list[str] = Field(default_factory=list,
+                                   description="labels merged into one null label, which micro-F1 leaves out")
+    null_label: str = "other"
+    max_chars: int | None = Field(20_000, ge=1, description="cut longer texts (the encoder reads max_length tokens)")
+    seed: int = 0
+
+
+class ClassifyLoss(Settings):
+    focal_weight: float = Field(1.0, ge=0)
+    ntxent_weight: float = Field(0.0, ge=0, description="λ: weight of supervised NT-Xent on the embeddings")
+    gamma: float = Field(2.0, ge=0, description="focal loss focusing parameter (0: cross-entropy)")
+    temperature: float = Field(0.1, gt=0, description="NT-Xent temperature")
+
+    @model_validator(mode="after")
+    def _something_to_train(self) -> "ClassifyLoss":
+        if self.focal_weight == 0 and self.ntxent_weight == 0:
+            raise ValueError("focal_weight and ntxent_weight are both 0")
+        return self
+
+    def to_loss_config(self) -> LossConfig:
+        if self.ntxent_weight == 0:
+            return LossConfig(name="focal", params={"gamma": self.gamma, "focal_weight": self.focal_weight})
+        return LossConfig(name="focal_supcon", params=self.model_dump())
+
+
+class VariantConfig(Settings):
+    name: str = Field(description="folder name of the variant's outputs")
+    loss: ClassifyLoss = Field(default_factory=ClassifyLoss)
+    start_from: str | None = Field(None, description="an earlier variant whose trained model this one starts from")
+    freeze_encoder: bool = Field(False, description="train the head alone (phase 2 of the two-phase schedule)")
+    reset_head: bool = Field(False, description="a new head instead of the one start_from trained")
+    epochs: int | None = Field(None, ge=1, description="None: train.epochs")
+    lr: float | None = Field(None, gt=0, description="None: train.optimizer.lr")
+    head_lr: float | None = Field(None, gt=0, description="None: train.classifier.head_lr")
+
+    @field_validator("name")
+    @classmethod
+    def _folder_name(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", value):
+            raise ValueError(f"variant name {value!r} must be letters, digits, '_', '-' or '.'")
+        return value
+
+
+def _default_variants() -> list[VariantConfig]:
+    return [
+        VariantConfig(name="focal"),
+        VariantConfig(name="focal_ntxent", loss=ClassifyLoss(ntxent_weight=1.0)),
+        VariantConfig(name="focal_100ntxent", loss=ClassifyLoss(ntxent_weight=100.0)),
+        VariantConfig(name="focal_ntxent_then_head", start_from="focal_ntxent", freeze_encoder=True,
+                      reset_head=True),
+    ]
+
+
+def _default_train() -> TrainConfig:
+    return TrainConfig(objective="classify", loss=LossConfig(name="focal"), columns=("text", "label"),
+                       encoder=EncoderConfig(pooling="mean", normalize=False, max_length=128),
+                       classifier=ClassifierConfig(samples_per_class=4), batch_size=32, epochs=1,
+                       checkpoint_every_steps=None, log_every_steps=5)
+
+
+class SupconClassifyConfig(Settings):
+    """Train and compare classifier variants on a labelled text set (default: 20 Newsgroups)."""
+
+    data: LabelledTextData = Field(default_factory=LabelledTextData)
+    variants: list[VariantConfig] = Field(default_factory=_default_variants, min_length=1)
+    train: TrainConfig = Field(default_factory=_default_train,
+                               description="shared by every variant; loss and classifier.* come from the variant")
+    eval_batch_size: int = Field(64, ge=1)
+    tsne: bool = Field(True, description="a t-SNE plot of the test embeddings per variant")
+    tsne_rows: int = Field(2000, ge=10, description="test rows in the t-SNE plot (seeded sample)")
+    output: OutputConfig = Field(default_factory=lambda: OutputConfig(name="supcon_classify"))
+    ray: RayConfig = Field(default_factory=RayConfig)
+
+    @model_validator(mode="after")
+    def _variants_in_order(self) -> "SupconClassifyConfig":
+        if self.train.objective != "classify":
+            raise ValueError("train.objective must be 'classify' for this job")
+        seen: set[str] = set()
+        for variant in self.variants:
+            if variant.name in seen:
+                raise ValueError(f"two variants are named {variant.name!r}")
+            if variant.start_from is not None and variant.start_from not in seen:
+                raise ValueError(f"variant {variant.name!r} starts from {variant.start_from!r}, "
+                                 "which is not an earlier variant")
+            if variant.freeze_encoder and variant.loss.ntxent_weight and variant.loss.focal_weight == 0:
+                raise ValueError(f"variant {variant.name!r}: a frozen encoder with NT-Xent alone trains nothing")
+            seen.add(variant.name)
+        return self
+
+
+# ------------------------------------------------------------------------------------------ data
+@dataclass
+class Split:
+    texts: list[str]
+    labels: np.ndarray  # label ids
+    groups: list[str]  # the original label of each row (before null merging)
+
+
+@dataclass
+class LabelledData:
+    train: Split
+    test: Split
+    label_names: list[str]
+    null_id: int | None
+    skipped: dict[str, Counter] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+
+
+def data_root(config: LabelledTextData) -> Path:
+    if config.root:
+        return Path(config.root).expanduser()
+    if os.environ.get(DATA_ENV):
+        return Path(os.environ[DATA_ENV]).expanduser()
+    return Path("..") / "shared" / "data"
+
+
+def _data_file(config: LabelledTextData, relative: str, key: str) -> Path:
+    path = data_root(config) / relative
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: set data.root (or ${DATA_ENV}) to the folder holding "
+                                f"{relative}, or data.{key} to the file's path under it")
+    return path
+
+
+def clean_newsgroup_text(text: str, remove: list[str]) -> str:
+    """Strip a raw newsgroup message's headers, signature block and quoted replies (scikit-learn's rules)."""
+    from sklearn.datasets._twenty_newsgroups import (
+        strip_newsgroup_footer,
+        strip_newsgroup_header,
+        strip_newsgroup_quoting,
+    )
+
+    if "headers" in remove:
+        text = strip_newsgroup_header(text)
+    if "footers" in remove:
+        text = strip_newsgroup_footer(text)
+    if "quotes" in remove:
+        text = strip_newsgroup_quoting(text)
+    return text.strip()
+
+
+def read_labelled_jsonl(path: Path, config: LabelledTextData, skipped: Counter) -> list[tuple[str, str]]:
+    """(text, label) of each good line; malformed lines are counted in ``skipped`` by reason."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    rows: list[tuple[str, str]] = []
+    with opener(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                skipped["not valid JSON"] += 1
+                continue
+            if not isinstance(record, dict):
+                skipped["not a JSON object"] += 1
+                continue
+            text, label = record.get(config.text_field), record.get(config.label_field)
+            if not isinstance(text, str):
+                skipped[f"no text in {config.text_field!r}"] += 1
+                continue
+            if label is None or isinstance(label, (dict, list)) or str(label).strip() == "":
+                skipped[f"no label in {config.label_field!r}"] += 1
+                continue
+            text = clean_newsgroup_text(text, config.remove)
+            if not text:
+                skipped["empty once headers, footers and quotes are removed"] += 1
+                continue
+            rows.append((text[: config.max_chars] if config.max_chars else text, str(label)))
+    return rows
+
+
+def stratified_subset(rows: list[tuple[str, str]], per_class: int | None, caps: dict[str, int],
+                      seed: int) -> list[tuple[str, str]]:
+    """At most ``caps.get(label, per_class)`` rows of every label, a seeded sample in file order."""
+    if per_class is None and not caps:
+        return rows
+    by_label: dict[str, list[int]] = {}
+    for i, (_, label) in enumerate(rows):
+        by_label.setdefault(label, []).append(i)
+    rng = np.random.default_rng(seed)
+    keep: list[int] = []
+    for label in sorted(by_label):
+        indices = by_label[label]
+        cap = caps.get(label, per_class)
+        if cap is not None and len(indices) > cap:
+            indices = sorted(rng.choice(indices, size=cap, replace=False).tolist())
+        keep.extend(indices)
+    return [rows[i] for i in sorted(keep)]
+
+
+def load_labelled_data(config: LabelledTextData) -> LabelledData:
+    train_path = _data_file(config, config.train_file, "train_file")
+    test_path = _data_file(config, config.test_file, "test_file")
+    skipped = {"train": Counter(), "test": Counter()}
+    train_rows = read_labelled_jsonl(train_path, config, skipped["train"])
+    test_rows = read_labelled_jsonl(test_path, config, skipped["test"])
+    groups = sorted({label for _, label in train_rows})
+    unknown = sorted(set(config.null_groups) - set(groups)) + sorted(set(config.class_caps) - set(groups))
+    if unknown:
+        raise ValueError(f"data.null_groups / data.class_caps name labels not in the training data: {unknown}")
+    named = [g for g in groups if g not in set(config.null_groups)]
+    label_names = named + ([config.null_label] if config.null_groups else [])
+    if config.null_groups and config.null_label in named:
+        raise ValueError(f"data.null_label {config.null_label!r} is already a label of the data")
+    if len(label_names) < 2:
+        raise ValueError(f"{len(label_names)} label(s) in {train_path}: a classifier needs at least 2")
+    ids = {g: label_names.index(config.null_label if g in config.null_groups else g) for g in groups}
+
+    def split(rows: list[tuple[str, str]], per_class: int | None, caps: dict[str, int], name: str) -> Split:
+        known = [(t, g) for t, g in rows if g in ids]
+        if len(known) < len(rows):
+            skipped[name]["label not in the training data"] += len(rows) - len(known)
+        chosen = stratified_subset(known, per_class, caps, config.seed)
+        return Split(texts=[t for t, _ in chosen], labels=np.array([ids[g] for _, g in chosen], dtype=np.int64),
+                     groups=[g for _, g in chosen])
+
+    return LabelledData(
+        train=split(train_rows, config.train_per_class, config.class_caps, "train"),
+        test=split(test_rows, config.test_per_class, {}, "test"),
+        label_names=label_names,
+        null_id=label_names.index(config.null_label) if config.null_groups else None,
+        skipped=skipped,
+        files={str(train_path): file_checksum(train_path), str(test_path): file_checksum(test_path)},
+    )
+
+
+# ------------------------------------------------------------------------------------------ running
+def variant_train_config(config: SupconClassifyConfig, variant: VariantConfig, num_labels: int,
+                         model: str | None) -> TrainConfig:
+    """The job's train block with what the variant sets: loss, head options, start model, epochs, rates."""
+    data = config.train.model_dump()
+    data["columns"] = ("text", "label")  # the job builds the training rows itself
+    data["loss"] = variant.loss.to_loss_config().model_dump()
+    data["classifier"].update(num_labels=num_labels, freeze_encoder=variant.freeze_encoder,
+                              reset_head=variant.reset_head)
+    if variant.head_lr:
+        data["classifier"]["head_lr"] = variant.head_lr
+    if model is not None:
+        data["encoder"]["model"] = model
+    if variant.epochs:
+        data["epochs"] = variant.epochs
+    if variant.lr:
+        data["optimizer"]["lr"] = variant.lr
+    return TrainConfig.model_validate(data)
+
+
+def _evaluate(model_path: str, data: LabelledData, config: SupconClassifyConfig, variant: str,
+              run_dir: str, plots_dir: Path | None) -> dict[str, Any]:
+    from contrastext.metrics.classification import classification_report
+    from contrastext.models.classifier import TextClassifier
+
+    started = time.perf_counter()
+    with storage.local_copy(model_path) as folder:
+        classifier = TextClassifier.from_pretrained(folder, max_length=config.train.encoder.max_length)
+    prediction = classifier.predict(data.test.texts, batch_size=config.eval_batch_size, show_progress=True)
+    report = classification_report(data.test.labels, prediction.probabilities, prediction.embeddings,
+                                   data.label_names, null_label=data.null_id).as_dict()
+    report["eval_seconds"] = time.perf_counter() - started
+    if plots_dir is not None:
+        from contrastext.plots import project_2d, scatter_2d
+
+        rng = np.random.default_rng(config.data.seed)
+        n = len(data.test.texts)
+        rows = np.sort(rng.choice(n, size=min(n, config.tsne_rows), replace=False))
+        points = project_2d(prediction.embeddings[rows], "tsne", seed=config.data.seed)
+        names = [data.label_names[i] for i in data.test.labels[rows]]
+        plot = scatter_2d(points, names, plots_dir / f"tsne_{variant}.png",
+                          f"{variant}: test embeddings (t-SNE), silhouette {report['silhouette']:.3f}")
+        report["tsne_plot"] = _publish(plot, run_dir)
+    return report
+
+
+def _publish(local_file: Path, run_dir: str) -> str:
+    """Where a locally written figure ends up: itself for a local run, a copy beside the results otherwise."""
+    if not storage.is_uri(run_dir):
+        return str(local_file)
+    target = storage.join(run_dir, "plots", local_file.name)
+    storage.write_bytes(target, local_file.read_bytes())
+    return target
+
+
+def run_supcon_classify(config: SupconClassifyConfig) -> dict[str, Any]:
+    """Train, score and compare every variant; returns the comparison (also in ``comparison.json``)."""
+    import ray.data
+
+    from contrastext.runtime import init_ray
+    from contrastext.train import fit
+
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    run_dir = config.output.run_dir()
+    data = load_labelled_data(config.data)
+    timings["load"] = time.perf_counter() - started
+    log.info("data: %d train / %d test rows, %d labels%s", len(data.train.texts), len(data.test.texts),
+             len(data.label_names), f" (null label {data.label_names[data.null_id]!r})" if data.null_id is not None
+             else "")
+    init_ray(config.ray)
+    train_ds = ray.data.from_items([{"text": t, "label": int(y)} for t, y in zip(data.train.texts,
+                                                                                   data.train.labels)])
+    local_plots = None
+    if config.tsne:
+        local_plots = Path(tempfile.mkdtemp(prefix="supcon-plots-")) if storage.is_uri(run_dir) \
+            else Path(run_dir) / "plots"
+
+    results: dict[str, dict[str, Any]] = {}
+    models: dict[str, str] = {}
+    for variant in config.variants:
+        variant_dir = storage.join(run_dir, variant.name)
+        done_file = storage.join(variant_dir, "metrics.json")
+        model_dir = storage.join(variant_dir, "model")
+        start_model = models[variant.start_from] if variant.start_from else None
+        train_config = variant_train_config(config, variant, len(data.label_names), start_model)
+        made_with = {"data": config.data.model_dump(mode="json"), "train": train_config.model_dump(mode="json")}
+        if storage.exists(done_file) and storage.exists(model_dir):
+            saved = json.loads(storage.read_bytes(done_file))
+            if saved.get("made_with") != made_with:
+                raise ValueError(f"{variant_dir} holds results of variant {variant.name!r} made with other settings; "
+                                 "choose another output.name (or remove that folder) to train it again")
+            print(f"[supcon_classify] {variant.name}: results found in {variant_dir}, not trained again", flush=True)
+            results[variant.name] = saved
+            models[variant.name] = model_dir
+            continue
+        print(f"[supcon_classify] {variant.name}: training", flush=True)
+        t = time.perf_counter()
+        result = fit(train_ds, train_config, OutputConfig(storage_path=run_dir, name=variant.name),
+                     rows=len(data.train.texts), export_model_to=model_dir)
+        if result.model_path is None:
+            raise RuntimeError(f"variant {variant.name!r}: training produced no model")
+        train_seconds = time.perf_counter() - t
+        metrics = _evaluate(result.model_path, data, config, variant.name, run_dir, local_plots)
+        metrics.update({"variant": variant.model_dump(), "made_with": made_with, "steps": result.steps,
+                        "train_seconds": train_seconds,
+                        "final_loss": result.metrics.get("loss"),
+                        "rows_skipped": result.metrics.get("rows_skipped", 0)})
+        write_json_atomic(done_file, metrics)
+        results[variant.name] = metrics
+        models[variant.name] = result.model_path
+        timings[f"variant_{variant.name}"] = time.perf_counter() - t
+
+    timings["total"] = time.perf_counter() - started
+    comparison = {
+        "data": {"train_rows": len(data.train.texts), "test_rows": len(data.test.texts),
+                 "labels": data.label_names, "null_label": None if data.null_id is None
+                 else data.label_names[data.null_id],
+                 "train_label_counts": _counts(data.train.labels, data.label_names),
+                 "test_label_counts": _counts(data.test.labels, data.label_names),
+                 "rows_skipped": {k: dict(v) for k, v in data.skipped.items()}},
+        "variants": results,
+        "best": best_variant(results),
+    }
+    write_json_atomic(storage.join(run_dir, "comparison.json"), comparison)
+    storage.write_bytes(storage.join(run_dir, "report.md"), markdown_report(comparison).encode("utf-8"))
+    write_manifest(run_dir, job="supcon_classify", config=config, inputs=data.files, timings=timings,
+                   counts={"train_rows": len(data.train.texts), "test_rows": len(data.test.texts),
+                           "labels": len(data.label_names), "variants": len(results),
+                           "rows_skipped": {k: sum(v.values()) for k, v in data.skipped.items()}})
+    print(summary_table(comparison))
+    return comparison
+
+
+def _counts(labels: np.ndarray, names: list[str]) -> dict[str, int]:
+    counts = Counter(labels.tolist())
+    return {names[i]: int(counts.get(i, 0)) for i in range(len(names))}
+
+
+def best_variant(results: dict[str, dict[str, Any]]) -> str | None:
+    """The variant with the highest macro-F1 (ties: higher AUPRC)."""
+    if not results:
+        return None
+    return max(results, key=lambda name: (results[name]["macro_f1"], results[name]["auprc"]))
+
+
+_COLUMNS = (("accuracy", "accuracy"), ("micro_f1", "micro-F1"), ("macro_f1", "macro-F1"), ("auprc", "AUPRC"),
+            ("silhouette", "silhouette"))
+
+
+def summary_table(comparison: dict[str, Any]) -> str:
+    rows = []
+    for name, m in comparison["variants"].items():
+        rows.append([name, *[m[key] if m.get(key) is not None else "-" for key, _ in _COLUMNS], m.get("steps", "-")])
+    table = format_table(rows, headers=["variant", *[title for _, title in _COLUMNS], "steps"])
+    data = comparison["data"]
+    null = f", micro-F1 without {data['null_label']!r}" if data["null_label"] else ""
+    return (f"{table}\n{data['train_rows']} train / {data['test_rows']} test rows, {len(data['labels'])} labels"
+            f"{null}; best by macro-F1: {comparison['best']}")
+
+
+def markdown_report(comparison: dict[str, Any]) -> str:
+    variants = comparison["variants"]
+    data = comparison["data"]
+    lines = ["# Classifier variants: focal loss and supervised NT-Xent", "",
+             f"{data['train_rows']} training rows, {data['test_rows']} test rows, {len(data['labels'])} labels"
+             + (f"; null label `{data['null_label']}` (left out of micro-F1)" if data["null_label"] else "") + ".",
+             "", "| variant | " + " | ".join(t for _, t in _COLUMNS) + " | steps |",
+             "|---|" + "---:|" * (len(_COLUMNS) + 1)]
+    for name, m in variants.items():
+        cells = [f"{m[key]:.4f}" if isinstance(m.get(key), float) else "-" for key, _ in _COLUMNS]
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {m.get('steps', '-')} |")
+    lines += ["", f"Best by macro-F1: **{comparison['best']}**.", "", "## AUPRC per label", "",
+              "| label | train rows | " + " | ".join(variants) + " |", "|---|---:|" + "---:|" * len(variants)]
+    for label in data["labels"]:
+        cells = [f"{m['per_class_auprc'].get(label, float('nan')):.3f}" for m in variants.values()]
+        lines.append(f"| {label} | {data['train_label_counts'].get(label, 0)} | " + " | ".join(cells) + " |")
+    plots = [(name, m["tsne_plot"]) for name, m in variants.items() if m.get("tsne_plot")]
+    if plots:
+        lines += ["", "## t-SNE of the test embeddings", ""]
+        lines += [f"- {name}: `{path}`" for name, path in plots]
+    return "\n".join(lines) + "\n"

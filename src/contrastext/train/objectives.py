@@ -1,0 +1,235 @@
+"""What the shared training loop trains: the model, its batches, its loss and what a checkpoint holds.
+
+An objective is chosen by ``TrainConfig.objective``:
+
+* ``embedding`` — a ``TextEncoder`` trained with a pair loss on (anchor, positive) rows or supervised
+  NT-Xent on (text, label) rows; each worker reads its own shard of the dataset.
+* ``classify`` — a ``TextClassifier`` (encoder + linear head) trained with focal loss, optionally plus
+  λ·supervised NT-Xent, on class-balanced batches (k same-label rows per group). The batches are
+  planned over the whole dataset, so every worker reads all of it (sorted, so the plan is the same on
+  every worker) and ``ClassBalancedBatchSampler`` deals each worker its own disjoint groups.
+
+The loop calls ``build_model`` (the checkpoint's model folder when resuming), ``param_groups``,
+``batches`` and ``loss``; a checkpoint saves the module ``build_model`` returned (``module.save``).
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import AbstractContextManager
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+from torch import nn
+
+from contrastext.config import TrainConfig
+from contrastext.train.batches import PAIR_LOSSES, SkippedRows, epoch_batches, valid_text
+
+_READ_BATCH_ROWS = 1024
+
+
+def planned_steps(rows: int, config: TrainConfig) -> int:
+    """Optimiser steps for the whole fit when each worker batches its own shard of ``rows``."""
+    per_epoch = max(1, math.ceil(rows / (config.batch_size * config.scaling.num_workers)))
+    return _capped(per_epoch * config.epochs, config)
+
+
+def _capped(steps: int, config: TrainConfig) -> int:
+    return min(steps, config.max_steps) if config.max_steps else steps
+
+
+class Objective:
+    """Base: subclasses say how a batch of rows becomes a loss on the model they build."""
+
+    #: False: every worker reads the whole dataset and the objective splits it into per-worker batches
+    split_dataset: bool = True
+
+    def __init__(self, config: TrainConfig):
+        self.config = config
+
+    def planned_steps(self, dataset, rows: int) -> int:
+        """Optimiser steps of the whole fit (drives the learning-rate schedule); runs on the driver."""
+        return planned_steps(rows, self.config)
+
+    def build_model(self, model_spec: str, resuming: bool) -> nn.Module:
+        raise NotImplementedError
+
+    def param_groups(self, model: nn.Module) -> list[dict[str, Any]]:
+        return [{"params": list(model.parameters()), "lr": self.config.optimizer.lr}]
+
+    def batches(self, shard, epoch: int, rank: int, world: int, skipped: SkippedRows) -> Iterator[list[tuple]]:
+        raise NotImplementedError
+
+    def loss(self, model: nn.Module, batch: list[tuple], device: torch.device,
+             autocast: AbstractContextManager) -> torch.Tensor:
+        raise NotImplementedError
+
+
+def freeze_unused_pooler(transformer: nn.Module) -> None:
+    """Our pooling reads token states, so a model's own pooler head gets no gradient; DDP refuses
+    parameters that never receive one, and keeping them frozen preserves them unchanged on save."""
+    for name, parameter in transformer.named_parameters():
+        if name.startswith("pooler."):
+            parameter.requires_grad_(False)
+
+
+class EmbeddingObjective(Objective):
+    def __init__(self, config: TrainConfig):
+        from contrastext.losses import build_loss
+
+        super().__init__(config)
+        self.loss_fn = build_loss(config.loss.name, **config.loss.params)
+        self.encoder = None
+
+    def build_model(self, model_spec: str, resuming: bool) -> nn.Module:
+        from contrastext.models import TextEncoder
+
+        enc = self.config.encoder
+        self.encoder = TextEncoder.from_pretrained(
+            model_spec, pooling=enc.pooling, normalize=enc.normalize, max_length=enc.max_length,
+            device="cpu", allow_download=enc.allow_download)
+        self.encoder.train()
+        freeze_unused_pooler(self.encoder.transformer)
+        return self.encoder
+
+    def batches(self, shard, epoch: int, rank: int, world: int, skipped: SkippedRows) -> Iterator[list[tuple]]:
+        return epoch_batches(shard, self.config, epoch, rank, skipped)
+
+    def loss(self, model, batch, device, autocast) -> torch.Tensor:
+        def embed(texts: list[str]) -> torch.Tensor:
+            with autocast:
+                features = self.encoder.tokenize(texts, self.config.encoder.max_length)
+                return model({k: v.to(device) for k, v in features.items()}).float()
+
+        if self.config.loss.name in PAIR_LOSSES:
+            # one forward over anchors and positives together: one padded batch, one DDP forward
+            anchors, positives = embed([a for a, _ in batch] + [p for _, p in batch]).split(len(batch))
+            return self.loss_fn(anchors, positives)
+        labels = torch.tensor([label for _, label in batch], dtype=torch.long, device=device)
+        return self.loss_fn(embed([t for t, _ in batch]), labels)
+
+
+def classification_rows(batches, text_column: str, label_column: str, num_labels: int,
+                        skipped: SkippedRows) -> list[tuple[str, int]]:
+    """Well-formed (text, label id) rows of numpy batches; malformed ones are counted in ``skipped``."""
+    rows: list[tuple[str, int]] = []
+    for batch in batches:
+        missing = [c for c in (text_column, label_column) if c not in batch]
+        if missing:
+            raise KeyError(f"Training data has no column(s) {missing}; it has {sorted(batch)}. "
+                           f"Set train.columns to the (text, label id) columns.")
+        for text, label in zip(batch[text_column], batch[label_column]):
+            if not valid_text(text):
+                skipped.add(f"empty or non-text {text_column}")
+            elif not _is_label_id(label, num_labels):
+                skipped.add(f"{label_column} not an integer in [0, {num_labels})")
+            else:
+                rows.append((str(text), int(label)))
+    # Ray Data does not promise an order across workers; sorting makes every worker's plan the same
+    rows.sort(key=lambda row: (row[1], row[0]))
+    return rows
+
+
+def _is_label_id(label: Any, num_labels: int) -> bool:
+    if isinstance(label, (bool, np.bool_)):
+        return False
+    if isinstance(label, (float, np.floating)):
+        if not np.isfinite(label) or not float(label).is_integer():
+            return False
+    elif not isinstance(label, (int, np.integer)):
+        return False
+    return 0 <= int(label) < num_labels
+
+
+class ClassificationObjective(Objective):
+    split_dataset = False
+
+    def __init__(self, config: TrainConfig):
+        from contrastext.losses.focal_supcon import FocalSupConLoss
+
+        super().__init__(config)
+        if config.classifier.num_labels is None:
+            raise ValueError("objective 'classify' needs train.classifier.num_labels")
+        params = dict(config.loss.params)
+        if config.loss.name == "focal":
+            params = {"focal_weight": 1.0, **params, "ntxent_weight": 0.0}
+        self.loss_fn = FocalSupConLoss(**params)
+        self.classifier = None
+        self._rows: list[tuple[str, int]] | None = None
+        self._sampler = None
+
+    @property
+    def num_labels(self) -> int:
+        assert self.config.classifier.num_labels is not None  # checked in __init__
+        return self.config.classifier.num_labels
+
+    def _sampler_for(self, labels: list[int], rank: int, world: int):
+        from contrastext.train.samplers import ClassBalancedBatchSampler
+
+        head = self.config.classifier
+        return ClassBalancedBatchSampler(labels, self.config.batch_size, head.samples_per_class,
+                                         seed=self.config.seed, rank=rank, world_size=world,
+                                         oversample=head.oversample)
+
+    def planned_steps(self, dataset, rows: int) -> int:
+        text, label = self.config.columns
+        names = dataset.schema().names
+        if text in names and label in names:
+            dataset = dataset.select_columns([text, label])
+        batches = dataset.iter_batches(batch_size=_READ_BATCH_ROWS, batch_format="numpy")
+        good = classification_rows(batches, text, label, self.num_labels, SkippedRows())
+        if not good:
+            raise ValueError("The training dataset has no well-formed (text, label id) rows.")
+        per_epoch = len(self._sampler_for([lab for _, lab in good], 0, self.config.scaling.num_workers))
+        return _capped(per_epoch * self.config.epochs, self.config)
+
+    def build_model(self, model_spec: str, resuming: bool) -> nn.Module:
+        from contrastext.models.classifier import TextClassifier
+
+        enc, head = self.config.encoder, self.config.classifier
+        self.classifier = TextClassifier.from_pretrained(
+            model_spec, num_labels=head.num_labels, dropout=head.dropout, pooling=enc.pooling,
+            normalize=enc.normalize, max_length=enc.max_length, device="cpu",
+            allow_download=enc.allow_download, reset_head=head.reset_head and not resuming)
+        if head.freeze_encoder:
+            self.classifier.freeze_encoder()
+        else:
+            freeze_unused_pooler(self.classifier.encoder.transformer)
+        self.classifier.train()
+        return self.classifier
+
+    def param_groups(self, model: nn.Module) -> list[dict[str, Any]]:
+        groups = [{"params": list(model.head.parameters()), "lr": self.config.classifier.head_lr}]
+        if not self.config.classifier.freeze_encoder:
+            groups.insert(0, {"params": list(model.encoder.parameters()), "lr": self.config.optimizer.lr})
+        return groups
+
+    def batches(self, shard, epoch: int, rank: int, world: int, skipped: SkippedRows) -> Iterator[list[tuple]]:
+        if self._rows is None:
+            # every worker reads all rows; only the first counts the malformed ones, so totals stay true
+            counter = skipped if rank == 0 else SkippedRows()
+            text, label = self.config.columns
+            self._rows = classification_rows(
+                shard.iter_batches(batch_size=_READ_BATCH_ROWS, batch_format="numpy"),
+                text, label, self.num_labels, counter)
+            if not self._rows:
+                raise ValueError("The training dataset has no well-formed (text, label id) rows.")
+            self._sampler = self._sampler_for([lab for _, lab in self._rows], rank, world)
+        self._sampler.set_epoch(epoch)
+        rows = self._rows
+        return ([rows[i] for i in indices] for indices in self._sampler)
+
+    def loss(self, model, batch, device, autocast) -> torch.Tensor:
+        features = self.classifier.tokenize([t for t, _ in batch], self.config.encoder.max_length)
+        labels = torch.tensor([label for _, label in batch], dtype=torch.long, device=device)
+        with autocast:
+            embeddings, logits = model({k: v.to(device) for k, v in features.items()})
+        return self.loss_fn(logits.float(), embeddings.float(), labels)
+
+
+OBJECTIVES: dict[str, type[Objective]] = {"embedding": EmbeddingObjective, "classify": ClassificationObjective}
+
+
+def build_objective(config: TrainConfig) -> Objective:
+    return OBJECTIVES[config.objective](config)

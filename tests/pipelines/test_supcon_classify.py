@@ -1,0 +1,102 @@
+"""The supcon_classify job end to end: tiny encoder on a small file; bundled MiniLM on real 20 Newsgroups."""
+
+import gzip
+import json
+
+import pytest
+
+from contrastext.config import ClassifierConfig, EncoderConfig, LossConfig, OutputConfig, TrainConfig
+from contrastext.models.classifier import TextClassifier
+from contrastext.pipelines.supcon_classify import (
+    ClassifyLoss,
+    LabelledTextData,
+    SupconClassifyConfig,
+    VariantConfig,
+    run_supcon_classify,
+)
+from conftest import shared_data
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+WORDS = {"sci.space": "orbit rocket launch", "rec.autos": "engine wheel brake",
+         "talk.misc": "opinion debate vote", "misc.forsale": "price offer shipping"}
+
+
+def _data(tmp_path) -> LabelledTextData:
+    for split, n in (("train", 8), ("test", 3)):
+        with gzip.open(tmp_path / f"{split}.jsonl.gz", "wt") as f:
+            for label, words in WORDS.items():
+                for i in range(n):
+                    f.write(json.dumps({"label": label, "text": f"Subject: {i}\n\n{words} {split} {i}"}) + "\n")
+    return LabelledTextData(root=str(tmp_path), train_file="train.jsonl.gz", test_file="test.jsonl.gz",
+                            null_groups=["talk.misc", "misc.forsale"])
+
+
+def _train(model: str, max_length: int) -> TrainConfig:
+    return TrainConfig(objective="classify", loss=LossConfig(name="focal"), batch_size=8,
+                       encoder=EncoderConfig(model=model, pooling="mean", normalize=False, max_length=max_length),
+                       classifier=ClassifierConfig(samples_per_class=4, head_lr=0.05),
+                       checkpoint_every_steps=None, log_every_steps=2)
+
+
+def test_two_phase_job_writes_comparison_report_plots_and_skips_finished_variants(ray_session, tiny_encoder_dir,
+                                                                                   tmp_path, capsys):
+    config = SupconClassifyConfig(
+        data=_data(tmp_path),
+        variants=[VariantConfig(name="focal_ntxent", loss=ClassifyLoss(ntxent_weight=1.0)),
+                  VariantConfig(name="then_head", start_from="focal_ntxent", freeze_encoder=True,
+                                reset_head=True, epochs=2)],
+        train=_train(str(tiny_encoder_dir), 16), tsne_rows=10,
+        output=OutputConfig(storage_path=str(tmp_path / "runs"), name="job"))
+    comparison = run_supcon_classify(config)
+
+    run_dir = tmp_path / "runs" / "job"
+    assert comparison["data"]["labels"] == ["rec.autos", "sci.space", "other"]
+    assert comparison["data"]["train_label_counts"] == {"rec.autos": 8, "sci.space": 8, "other": 16}
+    first, second = comparison["variants"]["focal_ntxent"], comparison["variants"]["then_head"]
+    assert first["steps"] == 4 and second["steps"] == 8  # 32 rows in batches of 8; 2 epochs for the head
+    for metrics in (first, second):
+        assert metrics["rows"] == 12 and metrics["null_label"] == "other"
+        assert 0 <= metrics["accuracy"] <= 1 and -1 <= metrics["silhouette"] <= 1
+        assert set(metrics["per_class_auprc"]) == {"rec.autos", "sci.space", "other"}
+    # phase 2 keeps phase 1's encoder: same embeddings, hence the same silhouette; only the head differs
+    assert second["silhouette"] == pytest.approx(first["silhouette"], abs=1e-5)
+    phase1 = TextClassifier.load(run_dir / "focal_ntxent" / "model")
+    phase2 = TextClassifier.load(run_dir / "then_head" / "model")
+    texts = ["orbit rocket", "engine brake"]
+    assert phase1.predict(texts).embeddings == pytest.approx(phase2.predict(texts).embeddings, abs=1e-5)
+    assert not (phase1.head.weight == phase2.head.weight).all()
+    assert (run_dir / "plots" / "tsne_then_head.png").stat().st_size > 1000
+    assert comparison["best"] in {"focal_ntxent", "then_head"}
+    saved = json.loads((run_dir / "comparison.json").read_text())
+    assert saved["variants"]["then_head"]["macro_f1"] == pytest.approx(second["macro_f1"])
+    assert "| then_head |" in (run_dir / "report.md").read_text()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["job"] == "supcon_classify" and manifest["counts"]["train_rows"] == 32
+    assert "best by macro-F1" in capsys.readouterr().out
+
+    again = run_supcon_classify(config)
+    assert "not trained again" in capsys.readouterr().out
+    assert again["variants"]["then_head"]["macro_f1"] == pytest.approx(second["macro_f1"])
+    changed = config.model_copy(update={"data": config.data.model_copy(update={"train_per_class": 5})})
+    with pytest.raises(ValueError, match="other settings"):
+        run_supcon_classify(changed)
+    assert json.loads((run_dir / "focal_ntxent" / "metrics.json").read_text())["steps"] == 4  # nothing lost
+
+
+@pytest.mark.integration
+def test_bundled_minilm_on_real_20_newsgroups(ray_session, tmp_path):
+    path = shared_data("20newsgroups/20ng_bydate_train.jsonl.gz")
+    config = SupconClassifyConfig(
+        data=LabelledTextData(root=str(path.parents[1]), train_per_class=4, test_per_class=3),
+        variants=[VariantConfig(name="focal_ntxent", loss=ClassifyLoss(ntxent_weight=1.0), epochs=2)],
+        train=_train("bundled:minilm", 32).model_copy(update={"batch_size": 16}), tsne=False,
+        output=OutputConfig(storage_path=str(tmp_path), name="20ng"))
+    comparison = run_supcon_classify(config)
+    metrics = comparison["variants"]["focal_ntxent"]
+    assert len(comparison["data"]["labels"]) == 20 and metrics["rows"] == 60
+    assert metrics["steps"] == 10  # 80 rows, 20 groups of 4, batches of 16, 2 epochs
+    assert -1 <= metrics["silhouette"] <= 1
+    # ten steps on 80 rows already lift the pretrained encoder's head well above chance (0.05 for 20 labels)
+    assert metrics["accuracy"] > 0.1
+    assert 0.15 < metrics["auprc"] <= 1

@@ -1,0 +1,132 @@
+"""supcon_classify's data and config handling (no training): cleaning, subsets, null label, errors."""
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from contrastext.config import load_config
+from contrastext.pipelines.supcon_classify import (
+    LabelledTextData,
+    SupconClassifyConfig,
+    VariantConfig,
+    best_variant,
+    clean_newsgroup_text,
+    load_labelled_data,
+    markdown_report,
+    variant_train_config,
+)
+from conftest import shared_data
+
+MESSAGE = ("From: someone@example.org\nSubject: Re: orbits\nOrganization: A University\nLines: 6\n\n"
+           "In article <1@x.org> someone else wrote:\n> quoted claim about orbits\n"
+           "Orbits are ellipses, not circles.\n\n--\nSignature Person, Dept of Physics\n")
+
+
+def _write(path, records):
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        for record in records:
+            f.write(record if isinstance(record, str) else json.dumps(record))
+            f.write("\n")
+
+
+def _files(tmp_path, n_per_label=6):
+    labels = ["sci.space", "rec.autos", "talk.misc", "misc.forsale"]
+    good = [{"id": i, "label": labels[i % 4], "text": f"Subject: s\n\nmessage {i} about {labels[i % 4]}"}
+            for i in range(4 * n_per_label)]
+    bad = ["{not json", json.dumps([1, 2]), json.dumps({"label": "sci.space"}),
+           json.dumps({"text": "no label here"}), json.dumps({"text": "From: a\n\n", "label": "rec.autos"})]
+    _write(tmp_path / "train.jsonl.gz", good + bad)
+    _write(tmp_path / "test.jsonl.gz", good[:8] + [json.dumps({"text": "Subject: s\n\nx", "label": "unseen.group"})])
+    return LabelledTextData(root=str(tmp_path), train_file="train.jsonl.gz", test_file="test.jsonl.gz")
+
+
+def test_cleaning_removes_headers_quotes_and_signature():
+    cleaned = clean_newsgroup_text(MESSAGE, ["headers", "footers", "quotes"])
+    assert cleaned == "Orbits are ellipses, not circles."
+    assert clean_newsgroup_text(MESSAGE, []).startswith("From: someone")
+
+
+def test_loading_counts_malformed_lines_and_unknown_labels(tmp_path):
+    data = load_labelled_data(_files(tmp_path))
+    assert len(data.train.texts) == 24 and len(data.test.texts) == 8
+    assert data.label_names == ["misc.forsale", "rec.autos", "sci.space", "talk.misc"] and data.null_id is None
+    assert dict(data.skipped["train"]) == {"not valid JSON": 1, "not a JSON object": 1, "no text in 'text'": 1,
+                                           "no label in 'label'": 1,
+                                           "empty once headers, footers and quotes are removed": 1}
+    assert dict(data.skipped["test"]) == {"label not in the training data": 1}
+    assert all(not t.startswith("Subject") for t in data.train.texts)
+    assert all(v.startswith("sha256:") for v in data.files.values())
+
+
+def test_stratified_subset_caps_and_null_label(tmp_path):
+    config = _files(tmp_path).model_copy(update={
+        "train_per_class": 4, "class_caps": {"rec.autos": 2}, "null_groups": ["talk.misc", "misc.forsale"]})
+    data = load_labelled_data(config)
+    assert data.label_names == ["rec.autos", "sci.space", "other"] and data.null_id == 2
+    assert np.bincount(data.train.labels).tolist() == [2, 4, 8]  # the null label merges two capped groups
+    assert sorted(set(data.train.groups)) == ["misc.forsale", "rec.autos", "sci.space", "talk.misc"]
+    again = load_labelled_data(config)
+    assert again.train.texts == data.train.texts  # seeded
+
+
+def test_missing_files_and_unknown_groups_name_the_config_key(tmp_path):
+    with pytest.raises(FileNotFoundError, match="data.root"):
+        load_labelled_data(LabelledTextData(root=str(tmp_path)))
+    config = _files(tmp_path).model_copy(update={"null_groups": ["no.such.group"]})
+    with pytest.raises(ValueError, match="no.such.group"):
+        load_labelled_data(config)
+
+
+def test_variant_rules():
+    with pytest.raises(ValidationError, match="not an earlier variant"):
+        SupconClassifyConfig(variants=[VariantConfig(name="head", start_from="base"), VariantConfig(name="base")])
+    with pytest.raises(ValidationError, match="two variants"):
+        SupconClassifyConfig(variants=[VariantConfig(name="a"), VariantConfig(name="a")])
+    with pytest.raises(ValidationError, match="letters, digits"):
+        VariantConfig(name="a/b")
+    with pytest.raises(ValidationError, match="both 0"):
+        VariantConfig(name="a", loss={"focal_weight": 0, "ntxent_weight": 0})
+
+
+def test_default_variants_are_the_experiment_and_map_to_train_configs():
+    config = load_config(SupconClassifyConfig, overrides=["train.classifier.head_lr=0.01"])
+    names = [v.name for v in config.variants]
+    assert names == ["focal", "focal_ntxent", "focal_100ntxent", "focal_ntxent_then_head"]
+    focal = variant_train_config(config, config.variants[0], 20, None)
+    assert focal.objective == "classify" and focal.loss.name == "focal" and focal.classifier.num_labels == 20
+    heavy = variant_train_config(config, config.variants[2], 20, None)
+    assert heavy.loss.name == "focal_supcon" and heavy.loss.params["ntxent_weight"] == 100.0
+    head = variant_train_config(config, config.variants[3], 20, "/runs/x/focal_ntxent/model")
+    assert head.classifier.freeze_encoder and head.classifier.reset_head
+    assert head.encoder.model == "/runs/x/focal_ntxent/model" and head.loss.name == "focal"
+    assert head.classifier.head_lr == 0.01  # the job's train block is kept where the variant says nothing
+
+
+def test_report_and_best_variant():
+    per = {"a": 0.5, "b": 0.9}
+    variants = {name: {"accuracy": v, "micro_f1": v, "macro_f1": v, "auprc": v, "silhouette": 0.1, "steps": 3,
+                       "per_class_auprc": {"x": v, "y": 1.0}, "tsne_plot": f"plots/tsne_{name}.png"}
+                for name, v in per.items()}
+    comparison = {"data": {"train_rows": 10, "test_rows": 4, "labels": ["x", "y"], "null_label": "y",
+                           "train_label_counts": {"x": 6, "y": 4}}, "variants": variants,
+                  "best": best_variant(variants)}
+    assert comparison["best"] == "b"
+    text = markdown_report(comparison)
+    assert "| b | 0.9000 | 0.9000 | 0.9000 | 0.9000 | 0.1000 | 3 |" in text
+    assert "| x | 6 | 0.500 | 0.900 |" in text and "plots/tsne_a.png" in text
+    assert "null label `y`" in text
+
+
+@pytest.mark.integration
+def test_real_20_newsgroups_subset_loads_cleaned():
+    path = shared_data("20newsgroups/20ng_bydate_train.jsonl.gz")
+    config = LabelledTextData(root=str(path.parents[1]), train_per_class=5, test_per_class=3,
+                              null_groups=["talk.politics.misc", "talk.religion.misc"])
+    data = load_labelled_data(config)
+    assert len(data.label_names) == 19 and data.label_names[data.null_id] == "other"
+    assert len(data.train.texts) == 20 * 5 and len(data.test.texts) == 20 * 3
+    assert not any(t.lstrip().startswith("From:") for t in data.train.texts)
+    assert data.skipped["train"]["empty once headers, footers and quotes are removed"] > 0
