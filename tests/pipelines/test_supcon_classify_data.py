@@ -53,7 +53,7 @@ def test_loading_counts_malformed_lines_and_unknown_labels(tmp_path):
     data = load_labelled_data(_files(tmp_path))
     assert len(data.train.texts) == 24 and len(data.test.texts) == 8
     assert data.label_names == ["misc.forsale", "rec.autos", "sci.space", "talk.misc"] and data.null_id is None
-    assert dict(data.skipped["train"]) == {"not valid JSON": 1, "not a JSON object": 1, "no text in 'text'": 1,
+    assert dict(data.skipped["train"]) == {"malformed JSON line": 1, "JSON line is not an object": 1, "no text in 'text'": 1,
                                            "no label in 'label'": 1,
                                            "empty once headers, footers and quotes are removed": 1}
     assert dict(data.skipped["test"]) == {"label not in the training data": 1}

@@ -66,7 +66,8 @@ def _format_of(path: Path) -> str:
                      f"optionally .gz)")
 
 
-def _iter_records(path: Path, skipped: Counter) -> Iterator[dict[str, Any]]:
+def iter_records(path: Path, skipped: Counter) -> Iterator[dict[str, Any]]:
+    """The records of a JSON lines / CSV / TSV / parquet file (optionally .gz); bad ones counted in ``skipped``."""
     kind = _format_of(path)
     if kind == "jsonl":
         with _open_text(path) as f:
@@ -112,7 +113,7 @@ def load_documents(path: str | Path, *, text_column: str = "text", label_column:
         raise FileNotFoundError(f"document file {source} does not exist")
     docs = Documents(ids=[], texts=[], labels=[] if label_column else None)
     columns_checked = False
-    for row, record in enumerate(_iter_records(source, docs.skipped)):
+    for row, record in enumerate(iter_records(source, docs.skipped)):
         if max_rows is not None and len(docs) >= max_rows:
             break
         if not columns_checked:

@@ -9,7 +9,6 @@ comparing them. A variant whose results are already in its folder is not trained
 
 from __future__ import annotations
 
-import gzip
 import json
 import logging
 import os
@@ -200,34 +199,24 @@ def clean_newsgroup_text(text: str, remove: list[str]) -> str:
     return text.strip()
 
 
-def read_labelled_jsonl(path: Path, config: LabelledTextData, skipped: Counter) -> list[tuple[str, str]]:
-    """(text, label) of each good line; malformed lines are counted in ``skipped`` by reason."""
-    opener = gzip.open if path.suffix == ".gz" else open
+def read_labelled_records(path: Path, config: LabelledTextData, skipped: Counter) -> list[tuple[str, str]]:
+    """(text, label) of each good record (JSON lines, CSV or parquet); bad ones are counted in ``skipped``."""
+    from contrastext.data.documents import iter_records
+
     rows: list[tuple[str, str]] = []
-    with opener(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                skipped["not valid JSON"] += 1
-                continue
-            if not isinstance(record, dict):
-                skipped["not a JSON object"] += 1
-                continue
-            text, label = record.get(config.text_field), record.get(config.label_field)
-            if not isinstance(text, str):
-                skipped[f"no text in {config.text_field!r}"] += 1
-                continue
-            if label is None or isinstance(label, (dict, list)) or str(label).strip() == "":
-                skipped[f"no label in {config.label_field!r}"] += 1
-                continue
-            text = clean_newsgroup_text(text, config.remove)
-            if not text:
-                skipped["empty once headers, footers and quotes are removed"] += 1
-                continue
-            rows.append((text[: config.max_chars] if config.max_chars else text, str(label)))
+    for record in iter_records(path, skipped):
+        text, label = record.get(config.text_field), record.get(config.label_field)
+        if not isinstance(text, str):
+            skipped[f"no text in {config.text_field!r}"] += 1
+            continue
+        if label is None or isinstance(label, (dict, list)) or str(label).strip() == "":
+            skipped[f"no label in {config.label_field!r}"] += 1
+            continue
+        text = clean_newsgroup_text(text, config.remove)
+        if not text:
+            skipped["empty once headers, footers and quotes are removed"] += 1
+            continue
+        rows.append((text[: config.max_chars] if config.max_chars else text, str(label)))
     return rows
 
 
@@ -254,8 +243,8 @@ def load_labelled_data(config: LabelledTextData) -> LabelledData:
     train_path = _data_file(config, config.train_file, "train_file")
     test_path = _data_file(config, config.test_file, "test_file")
     skipped = {"train": Counter(), "test": Counter()}
-    train_rows = read_labelled_jsonl(train_path, config, skipped["train"])
-    test_rows = read_labelled_jsonl(test_path, config, skipped["test"])
+    train_rows = read_labelled_records(train_path, config, skipped["train"])
+    test_rows = read_labelled_records(test_path, config, skipped["test"])
     groups = sorted({label for _, label in train_rows})
     unknown = sorted(set(config.null_groups) - set(groups)) + sorted(set(config.class_caps) - set(groups))
     if unknown:
