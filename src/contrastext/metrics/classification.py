@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
 import numpy as np
+
+from contrastext.metrics.clustering import silhouette
 
 
 def _as_ids(values: Sequence[int] | np.ndarray, name: str) -> np.ndarray:
@@ -66,21 +69,17 @@ def auprc_per_class(y_true: Sequence[int], probabilities: np.ndarray) -> dict[in
             for c in range(probs.shape[1]) if (t == c).any()}
 
 
-def embedding_silhouette(embeddings: np.ndarray, y_true: Sequence[int], metric: str = "cosine",
-                         max_rows: int | None = 5000, seed: int = 0) -> float | None:
-    """Silhouette of the embeddings with the true labels as clusters, in [-1, 1]; None under 2 labels.
+def embedding_silhouette(embeddings: np.ndarray, y_true: Sequence[int], max_rows: int | None = 5000,
+                         seed: int = 0) -> float | None:
+    """Cosine silhouette of the embeddings with the true labels as clusters, in [-1, 1]; None under 2 labels.
 
     Above ``max_rows`` rows it is computed on a seeded random sample (the exact score is quadratic).
     """
-    from sklearn.metrics import silhouette_score
-
     t = _as_ids(y_true, "y_true")
     x = np.asarray(embeddings, dtype=np.float32)
     _check_same_length(y_true=t, embeddings=x)
-    if len(set(t.tolist())) < 2 or len(t) < 3:
-        return None
-    sample = max_rows if max_rows is not None and len(t) > max_rows else None
-    return float(silhouette_score(x, t, metric=metric, sample_size=sample, random_state=seed))
+    score = silhouette(x, t, sample_size=max_rows, seed=seed)
+    return None if math.isnan(score) else score
 
 
 @dataclass
