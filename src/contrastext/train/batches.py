@@ -13,7 +13,7 @@ from contrastext.config import TrainConfig
 from contrastext.train.samplers import iter_no_duplicate_batches
 
 PAIR_LOSSES = ("mnr", "ntxent")
-_READ_BATCH_ROWS = 1024
+READ_BATCH_ROWS = 1024
 
 
 @dataclass
@@ -41,21 +41,26 @@ def valid_text(value: Any) -> bool:
     return isinstance(value, str) and bool(value.strip())
 
 
+def column_values(batch: dict[str, Any], columns: tuple[str, str], hint: str) -> tuple[Any, Any]:
+    """The two columns of a numpy batch; a missing one is a configuration error naming what exists."""
+    missing = [c for c in columns if c not in batch]
+    if missing:
+        raise KeyError(f"Training data has no column(s) {missing}; it has {sorted(batch)}. "
+                       f"Set train.columns to {hint}.")
+    return batch[columns[0]], batch[columns[1]]
+
+
 def iter_rows(shard, config: TrainConfig, epoch: int, rank: int, skipped: SkippedRows) -> Iterator[tuple]:
     """(first, second) column values of each well-formed row, locally shuffled with a per-epoch seed."""
     first, second = config.columns
     pair_task = config.loss.name in PAIR_LOSSES
     shuffle = config.shuffle_buffer_rows or None
     for batch in shard.iter_batches(
-        batch_size=_READ_BATCH_ROWS, batch_format="numpy",
+        batch_size=READ_BATCH_ROWS, batch_format="numpy",
         local_shuffle_buffer_size=shuffle,
         local_shuffle_seed=(config.seed + 7919 * epoch + rank) if shuffle else None,
     ):
-        missing = [c for c in (first, second) if c not in batch]
-        if missing:
-            raise KeyError(f"Training data has no column(s) {missing}; it has {sorted(batch)}. "
-                           f"Set train.columns to the two columns to use.")
-        for a, b in zip(batch[first], batch[second]):
+        for a, b in zip(*column_values(batch, (first, second), "the two columns to use")):
             if not valid_text(a):
                 skipped.add(f"empty or non-text {first}")
             elif pair_task and not valid_text(b):

@@ -24,9 +24,14 @@ import torch
 from torch import nn
 
 from contrastext.config import TrainConfig
-from contrastext.train.batches import PAIR_LOSSES, SkippedRows, epoch_batches, valid_text
-
-_READ_BATCH_ROWS = 1024
+from contrastext.train.batches import (
+    PAIR_LOSSES,
+    READ_BATCH_ROWS,
+    SkippedRows,
+    column_values,
+    epoch_batches,
+    valid_text,
+)
 
 
 def planned_steps(rows: int, config: TrainConfig) -> int:
@@ -115,11 +120,8 @@ def classification_rows(batches, text_column: str, label_column: str, num_labels
     """Well-formed (text, label id) rows of numpy batches; malformed ones are counted in ``skipped``."""
     rows: list[tuple[str, int]] = []
     for batch in batches:
-        missing = [c for c in (text_column, label_column) if c not in batch]
-        if missing:
-            raise KeyError(f"Training data has no column(s) {missing}; it has {sorted(batch)}. "
-                           f"Set train.columns to the (text, label id) columns.")
-        for text, label in zip(batch[text_column], batch[label_column]):
+        texts, labels = column_values(batch, (text_column, label_column), "the (text, label id) columns")
+        for text, label in zip(texts, labels):
             if not valid_text(text):
                 skipped.add(f"empty or non-text {text_column}")
             elif not _is_label_id(label, num_labels):
@@ -177,7 +179,7 @@ class ClassificationObjective(Objective):
         names = dataset.schema().names
         if text in names and label in names:
             dataset = dataset.select_columns([text, label])
-        batches = dataset.iter_batches(batch_size=_READ_BATCH_ROWS, batch_format="numpy")
+        batches = dataset.iter_batches(batch_size=READ_BATCH_ROWS, batch_format="numpy")
         good = classification_rows(batches, text, label, self.num_labels, SkippedRows())
         if not good:
             raise ValueError("The training dataset has no well-formed (text, label id) rows.")
@@ -211,7 +213,7 @@ class ClassificationObjective(Objective):
             counter = skipped if rank == 0 else SkippedRows()
             text, label = self.config.columns
             self._rows = classification_rows(
-                shard.iter_batches(batch_size=_READ_BATCH_ROWS, batch_format="numpy"),
+                shard.iter_batches(batch_size=READ_BATCH_ROWS, batch_format="numpy"),
                 text, label, self.num_labels, counter)
             if not self._rows:
                 raise ValueError("The training dataset has no well-formed (text, label id) rows.")
