@@ -82,3 +82,57 @@ def test_hard_negatives_add_candidates():
     loss_fn = MultipleNegativesRankingLoss()
     torch.testing.assert_close(loss_fn(a, a), torch.tensor(math.log(3), dtype=torch.float64))
     torch.testing.assert_close(loss_fn(a, a, a), torch.tensor(math.log(6), dtype=torch.float64))
+
+
+def _grouped_reference(anchors, positives, groups, scale=20.0):
+    """Each anchor against the DISTINCT positives (first copy of each group), target its group's copy."""
+    firsts = {}
+    for i, g in enumerate(groups):
+        firsts.setdefault(g, i)
+    columns = sorted(firsts.values())
+    total = torch.zeros(())
+    for i in range(anchors.shape[0]):
+        scores = [scale * _cos(anchors[i], positives[j]) for j in columns]
+        target = columns.index(firsts[groups[i]])
+        total = total + (torch.log(sum(torch.exp(s) for s in scores)) - scores[target])
+    return total / anchors.shape[0]
+
+
+def test_positive_groups_make_repeated_positives_one_candidate():
+    g = torch.Generator().manual_seed(5)
+    anchors = torch.randn(6, 8, generator=g)
+    labels = [0, 1, 0, 2, 1, 0]
+    prompts = torch.randn(3, 8, generator=g)
+    positives = prompts[labels]
+    loss = MultipleNegativesRankingLoss(scale=20.0)(anchors, positives, positive_groups=torch.tensor(labels))
+    expected = _grouped_reference(anchors, positives, labels)
+    assert torch.allclose(loss, expected, atol=1e-5)
+    # plain MNR treats the copies of a label as negatives of each other, which gives a different loss
+    plain = MultipleNegativesRankingLoss(scale=20.0)(anchors, positives)
+    assert not torch.allclose(plain, expected, atol=1e-3)
+
+
+def test_distinct_groups_equal_plain_mnr():
+    g = torch.Generator().manual_seed(6)
+    anchors, positives = torch.randn(5, 8, generator=g), torch.randn(5, 8, generator=g)
+    for symmetric in (False, True):
+        loss_fn = MultipleNegativesRankingLoss(symmetric=symmetric)
+        grouped = loss_fn(anchors, positives, positive_groups=torch.arange(5))
+        assert torch.allclose(grouped, loss_fn(anchors, positives), atol=1e-6)
+
+
+def test_symmetric_grouped_ignores_same_group_anchors():
+    g = torch.Generator().manual_seed(7)
+    anchors = torch.randn(4, 8, generator=g)
+    prompts = torch.randn(2, 8, generator=g)
+    labels = [0, 0, 1, 1]
+    loss = MultipleNegativesRankingLoss(symmetric=True)(anchors, prompts[labels],
+                                                        positive_groups=torch.tensor(labels))
+    forward = _grouped_reference(anchors, prompts[labels], labels)
+    # backward direction: positive i against anchors of other groups plus its own anchor
+    total = torch.zeros(())
+    for i in range(4):
+        columns = [j for j in range(4) if labels[j] != labels[i] or j == i]
+        scores = [20.0 * _cos(prompts[labels[i]], anchors[j]) for j in columns]
+        total = total + torch.log(sum(torch.exp(s) for s in scores)) - scores[columns.index(i)]
+    assert torch.allclose(loss, (forward + total / 4) / 2, atol=1e-5)

@@ -21,6 +21,12 @@ class MultipleNegativesRankingLoss(nn.Module):
     Candidates are the positives of every worker (when ``gather_across_workers``) followed by the
     optional hard negatives, gathered the same way. ``symmetric`` averages in the positive -> anchor
     direction, whose candidates are the (gathered) anchors only.
+
+    ``positive_groups`` (one integer per row, e.g. a hash of the positive's text) marks rows whose
+    positives are the same item. Such a positive is then one candidate, not several: its repeats are
+    dropped from the candidates and every anchor of the group targets it. Without this, a batch with
+    few distinct positives (pseudo-pairs of a handful of labels) would push each anchor away from its
+    own label's other copies, i.e. train on false negatives.
     """
 
     def __init__(self, scale: float = 20.0, symmetric: bool = False, gather_across_workers: bool = True) -> None:
@@ -33,14 +39,33 @@ class MultipleNegativesRankingLoss(nn.Module):
         return all_gather_with_grad(t) if self.gather_across_workers else t
 
     def forward(self, anchors: torch.Tensor, positives: torch.Tensor,
-                negatives: Optional[torch.Tensor] = None) -> torch.Tensor:
+                negatives: Optional[torch.Tensor] = None,
+                positive_groups: Optional[torch.Tensor] = None) -> torch.Tensor:
         offset = local_offset(anchors.shape[0], anchors.device) if self.gather_across_workers else 0
         labels = torch.arange(anchors.shape[0], device=anchors.device) + offset
 
         all_positives = self._gather(positives)
         candidates = all_positives if negatives is None else torch.cat([all_positives, self._gather(negatives)])
-        loss = F.cross_entropy(self.scale * _cosine(anchors, candidates), labels)
+        logits = self.scale * _cosine(anchors, candidates)
+        same_group = None
+        if positive_groups is not None:
+            groups = self._gather(positive_groups.to(anchors.device))
+            same_group = groups[:, None] == groups[None, :]  # [N, N] over the gathered rows
+            first = same_group.to(torch.int8).argmax(dim=1)  # each row's group's first column
+            repeat = first != torch.arange(groups.shape[0], device=groups.device)
+            mask = torch.zeros_like(logits, dtype=torch.bool)
+            mask[:, : groups.shape[0]] = repeat[None, :]
+            logits = logits.masked_fill(mask, float("-inf"))
+            labels = first[labels]
+        loss = F.cross_entropy(logits, labels)
         if not self.symmetric:
             return loss
-        backward = F.cross_entropy(self.scale * _cosine(positives, self._gather(anchors)), labels)
+        own = torch.arange(anchors.shape[0], device=anchors.device) + offset
+        backward_logits = self.scale * _cosine(positives, self._gather(anchors))
+        if same_group is not None:
+            # for a positive, the other anchors of its group are not negatives
+            others = same_group[own].clone()
+            others[torch.arange(own.shape[0]), own] = False
+            backward_logits = backward_logits.masked_fill(others, float("-inf"))
+        backward = F.cross_entropy(backward_logits, own)
         return (loss + backward) / 2

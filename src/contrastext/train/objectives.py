@@ -30,6 +30,7 @@ from contrastext.train.batches import (
     SkippedRows,
     column_values,
     epoch_batches,
+    label_id,
     valid_text,
 )
 
@@ -110,6 +111,10 @@ class EmbeddingObjective(Objective):
         if self.config.loss.name in PAIR_LOSSES:
             # one forward over anchors and positives together: one padded batch, one DDP forward
             anchors, positives = embed([a for a, _ in batch] + [p for _, p in batch]).split(len(batch))
+            if self.config.loss.name == "mnr":
+                # rows sharing a positive text (pseudo-pairs of a few labels) must not be each other's negatives
+                groups = torch.tensor([label_id(p) for _, p in batch], dtype=torch.long, device=device)
+                return self.loss_fn(anchors, positives, positive_groups=groups)
             return self.loss_fn(anchors, positives)
         labels = torch.tensor([label for _, label in batch], dtype=torch.long, device=device)
         return self.loss_fn(embed([t for t, _ in batch]), labels)
