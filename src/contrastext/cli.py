@@ -31,6 +31,8 @@ JOBS: dict[str, Job] = {
     "encode_corpus": Job("contrastext.pipelines.corpus:EncodeCorpusConfig",
                          "contrastext.pipelines.corpus:run_encode_corpus",
                          "pages → sharded .h5 embeddings (resumable)"),
+    "wcsbert_selftrain": Job("contrastext.selftrain.config:WCSBertConfig", "contrastext.pipelines.wcsbert:run_wcsbert",
+                             "zero-shot classifier by WC-SBERT: category pretraining + self-training rounds"),
     "shuffle_divide": Job("contrastext.pipelines.shuffle_divide:ShuffleDivideConfig",
                           "contrastext.pipelines.shuffle_divide:run_shuffle_divide",
                           "unsupervised document encoder (Shuffle & Divide) + spherical k-means clustering"),

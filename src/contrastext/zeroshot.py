@@ -127,11 +127,20 @@ def _normalise(matrix: np.ndarray) -> np.ndarray:
 def label_scores(text_embeddings: np.ndarray, alias_embeddings: np.ndarray, owner: np.ndarray,
                  n_labels: int) -> np.ndarray:
     """Cosine of every text with every alias, reduced to [N, labels] by the maximum over each label's aliases."""
+    return label_scores_and_aliases(text_embeddings, alias_embeddings, owner, n_labels)[0]
+
+
+def label_scores_and_aliases(text_embeddings: np.ndarray, alias_embeddings: np.ndarray, owner: np.ndarray,
+                             n_labels: int) -> tuple[np.ndarray, np.ndarray]:
+    """``label_scores`` and, per text and label, which of the label's aliases gave the score (its index)."""
     sims = _normalise(np.asarray(text_embeddings, dtype=np.float32)) @ _normalise(alias_embeddings).T
     scores = np.full((sims.shape[0], n_labels), -np.inf, dtype=np.float32)
+    best_alias = np.zeros((sims.shape[0], n_labels), dtype=np.int64)
     for label in range(n_labels):
-        scores[:, label] = sims[:, owner == label].max(axis=1)
-    return scores
+        own = sims[:, owner == label]
+        best_alias[:, label] = own.argmax(axis=1)
+        scores[:, label] = own.max(axis=1)
+    return scores, best_alias
 
 
 class ZeroShotClassifier:
@@ -186,9 +195,14 @@ class ZeroShotClassifier:
     def score_embeddings(self, text_embeddings: np.ndarray, label_set: LabelSet,
                          template: str | None = None) -> np.ndarray:
         """[N, labels] scores for texts already embedded by this classifier's encoder."""
+        return self.score_embeddings_with_aliases(text_embeddings, label_set, template)[0]
+
+    def score_embeddings_with_aliases(self, text_embeddings: np.ndarray, label_set: LabelSet,
+                                      template: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """[N, labels] scores and, per text and label, the index of the alias that scored best."""
         _, owner = label_set.flat()
-        return label_scores(text_embeddings, self.alias_embeddings(label_set, template), owner,
-                            len(label_set.labels))
+        return label_scores_and_aliases(text_embeddings, self.alias_embeddings(label_set, template), owner,
+                                        len(label_set.labels))
 
     def scores(self, texts: Sequence[str], labels: Sequence[str],
                aliases: Mapping[str, Sequence[str]] | None = None, *, template: str | None = None,

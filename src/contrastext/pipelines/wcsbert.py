@@ -1,0 +1,566 @@
+"""WC-SBERT end to end: Wikipedia category pairs → pretraining → encoded pool → self-training rounds →
+zero-shot evaluation → report.
+
+Every stage writes its output under ``<output.storage_path>/<output.name>/`` and a ``done.json`` marker
+last; a stage whose marker is there (and whose settings match) is skipped, so an interrupted run goes on
+from the first unfinished stage, and the training and encoding stages also resume inside themselves.
+
+    corpus/                  pages + category pairs (build_corpus)            [Wikipedia pretraining or pool]
+    pretrain/model/          M_0: M_base after MNR on category pairs          [pretrain.enabled]
+    pool/pages.parquet       a plain-text pool in the pages layout            [pool.source=texts]
+    round_0/embeddings/      the pool encoded by M_0 (.h5 shards)
+    round_<r>/pairs.parquet  pseudo-pairs chosen with M_<r-1>
+    round_<r>/model/         M_r
+    round_<r>/embeddings/    the pool encoded by M_r                          [rounds.reencode]
+    evaluation.json, metrics.json, manifest.json, report.md, plots/
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from contrastext.config import EncoderConfig, OutputConfig, TrainConfig
+from contrastext.data.labelled import LabelledTexts, load_labelled_texts
+from contrastext.evaluators.zeroshot_accuracy import LabelScheme, ZeroShotEvaluator, ZeroShotResult
+from contrastext.manifest import write_json_atomic, write_manifest
+from contrastext.report import format_table
+from contrastext.runtime import init_ray
+from contrastext.selftrain.config import WCSBertConfig
+from contrastext.selftrain.pseudo_labels import select
+from contrastext.selftrain.prototypes import classify_by_prototypes, label_prototypes, pool_embeddings
+from contrastext.selftrain.pseudo_pairs import PseudoPairs, category_pairs, text_pairs
+from contrastext.selftrain.scoring import changed_share, score_pool
+
+log = logging.getLogger(__name__)
+DATA_ENV = "CONTRASTEXT_DATA"
+_REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def data_root(configured: str | None) -> Path:
+    """Where relative dataset paths live: the setting, $CONTRASTEXT_DATA, else ../shared/data."""
+    if configured:
+        return Path(configured).expanduser()
+    if os.environ.get(DATA_ENV):
+        return Path(os.environ[DATA_ENV]).expanduser()
+    for base in (_REPO_ROOT, Path.cwd()):
+        candidate = base.parent / "shared" / "data"
+        if candidate.is_dir():
+            return candidate
+    return _REPO_ROOT.parent / "shared" / "data"
+
+
+# ---------------------------------------------------------------------------------------- stage state
+def _done(stage_dir: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
+    """The stage's recorded result when it finished with these settings; None means run it."""
+    marker = stage_dir / "done.json"
+    if not marker.is_file():
+        return None
+    record = json.loads(marker.read_text())
+    if record.get("settings") != json.loads(json.dumps(settings, default=str)):
+        log.warning("%s was made with other settings: running the stage again", stage_dir)
+        return None
+    return record["result"]
+
+
+def _mark_done(stage_dir: Path, settings: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    write_json_atomic(stage_dir / "done.json", {"settings": json.loads(json.dumps(settings, default=str)),
+                                               "result": result})
+    return result
+
+
+def _say(message: str) -> None:
+    print(f"[wcsbert] {message}", flush=True)
+
+
+# ---------------------------------------------------------------------------------------- evaluation
+@dataclass
+class EvalSet:
+    evaluator: ZeroShotEvaluator
+    rows: int
+    source: str
+
+
+def _scheme(config: WCSBertConfig) -> LabelScheme:
+    labels = config.labels
+    return LabelScheme("prompt + aliases", labels.template, labels.aliases, labels.keep_label)
+
+
+def load_eval_set(config: WCSBertConfig, root: Path) -> tuple[EvalSet | None, str]:
+    ev = config.evaluation
+    if ev.texts is None:
+        return None, "no evaluation set configured"
+    try:
+        data = load_labelled_texts(ev.texts, root)
+    except FileNotFoundError as error:
+        return None, f"evaluation set not found ({error})"
+    if ev.half is not None:
+        first, second = data.split_halves(ev.split_seed)
+        data = first if ev.half == "first" else second
+    if ev.max_rows is not None and len(data) > ev.max_rows:
+        rows = np.random.default_rng(ev.split_seed + 1).choice(len(data), ev.max_rows, replace=False)
+        data = data.subset(sorted(rows))
+    unknown = sorted(set(data.label_names) - set(config.labels.names))
+    if unknown:
+        raise ValueError(f"the evaluation set has labels {unknown} that are not in labels.names")
+    label_ids = [config.labels.names.index(label) for label in data.labels or []]
+    evaluator = ZeroShotEvaluator(data.texts, label_ids, config.labels.names, _scheme(config))
+    half = f", {ev.half} half (seed {ev.split_seed})" if ev.half else ""
+    return EvalSet(evaluator, len(data), f"{ev.texts.path}{half}, {len(data)} rows"), ""
+
+
+def baseline_schemes(config: WCSBertConfig) -> list[LabelScheme]:
+    """The untrained comparisons: labels only or in the prompt; labels as written or with aliases."""
+    labels = config.labels
+    with_aliases = f"{len(labels.names) + sum(len(v) - (0 if labels.keep_label else 1) for v in labels.aliases.values() if v)} labels"  # noqa: E501
+    return [
+        LabelScheme(f"labels only, {len(labels.names)} labels", "{label}"),
+        LabelScheme(f"labels only, {with_aliases}", "{label}", labels.aliases, labels.keep_label),
+        LabelScheme(f"prompt, {len(labels.names)} labels", labels.template),
+        LabelScheme(f"prompt, {with_aliases}", labels.template, labels.aliases, labels.keep_label),
+    ]
+
+
+def _load_encoder(spec: str, enc: EncoderConfig):
+    from contrastext.models import TextEncoder
+
+    return TextEncoder.from_pretrained(spec, pooling=enc.pooling, normalize=enc.normalize,
+                                       max_length=enc.max_length, allow_download=enc.allow_download)
+
+
+def _evaluate(eval_set: EvalSet, encoder, out: Path, name: str) -> ZeroShotResult:
+    embeddings = eval_set.evaluator.embed(encoder)
+    result = eval_set.evaluator.score(encoder, embeddings)
+    write_json_atomic(out / f"eval_{name}.json", _result_json(result, eval_set.evaluator.labels, eval_set.source))
+    return result
+
+
+def _stored_evaluation(path: Path, eval_set: EvalSet) -> dict[str, Any] | None:
+    """An evaluation written earlier on this same evaluation set, if there is one."""
+    if not path.is_file():
+        return None
+    stored = json.loads(path.read_text())
+    return stored if stored.get("source") == eval_set.source else None
+
+
+def _result_json(result: ZeroShotResult, labels: list[str], source: str) -> dict[str, Any]:
+    return {"source": source, "accuracy": result.accuracy, "macro_f1": result.macro_f1,
+            "per_label_accuracy": result.per_label_accuracy, "labels": labels,
+            "confusion": result.confusion.tolist()}
+
+
+# ---------------------------------------------------------------------------------------- stages
+def _stage_corpus(config: WCSBertConfig, run: Path) -> dict[str, Any]:
+    from contrastext.pipelines.corpus import BuildCorpusConfig, run_build_corpus
+
+    settings = config.corpus.model_dump(mode="json")
+    done = _done(run / "corpus", settings)
+    if done is not None:
+        _say("corpus: done in an earlier run")
+        return done
+    summary = run_build_corpus(BuildCorpusConfig(
+        dump=config.corpus.dump, index=config.corpus.index, pairs=config.corpus.pairs,
+        output=OutputConfig(storage_path=str(run), name="corpus"), ray=config.ray))
+    keep = ("pages", "pages_with_2_categories", "distinct_categories", "pairs_written")
+    return _mark_done(run / "corpus", settings, {k: summary[k] for k in keep} | {"input": summary["input"]})
+
+
+def _dev_pages(config: WCSBertConfig, pages_dir: Path) -> tuple[list[str], list[list[str]], set[int]]:
+    """Held-out dev queries: pages with exactly 3 categories (their first words → their categories)."""
+    from contrastext.evaluators.category_retrieval import first_words
+    from contrastext.selftrain.pool import iter_pages
+
+    pre = config.pretrain
+    candidates = [row for row in iter_pages(pages_dir, ["page_id", "text", "categories"])
+                  if len(set(row["categories"] or ())) == 3 and (row["text"] or "").strip()]
+    wanted = min(len(candidates), max(int(round(pre.dev_fraction * len(candidates))), pre.dev_min_pages))
+    rng = np.random.default_rng(pre.train.seed)
+    chosen = [candidates[i] for i in sorted(rng.choice(len(candidates), wanted, replace=False))] if wanted else []
+    return ([first_words(r["text"], pre.query_words) for r in chosen], [list(dict.fromkeys(r["categories"]))
+                                                                          for r in chosen],
+            {int(r["page_id"]) for r in chosen})
+
+
+def _stage_pretrain(config: WCSBertConfig, run: Path) -> dict[str, Any]:
+    import ray.data
+
+    from contrastext.evaluators.category_retrieval import CategoryRetrievalEvaluator
+    from contrastext.train import fit
+
+    stage = run / "pretrain"
+    train = config.pretrain.train.model_copy(update={"encoder": config.encoder.model_copy(
+        update={"max_length": config.pretrain.train.encoder.max_length})})
+    settings = {"pretrain": config.pretrain.model_dump(mode="json"), "encoder": config.encoder.model_dump()}
+    done = _done(stage, settings)
+    if done is not None:
+        _say("pretrain: done in an earlier run")
+        return done
+    corpus = run / "corpus"
+    queries, query_categories, dev_ids = _dev_pages(config, corpus / "pages")
+    pairs = pq.read_table(sorted((corpus / "pairs").glob("*.parquet"))) if (corpus / "pairs").is_dir() else None
+    if pairs is None or pairs.num_rows == 0:
+        raise ValueError(f"{corpus / 'pairs'} holds no category pairs: nothing to pretrain on")
+    if dev_ids:
+        held = pa.array(sorted(dev_ids), pa.int64())
+        import pyarrow.compute as pc
+
+        pairs = pairs.filter(pc.invert(pc.is_in(pairs.column("page_id"), value_set=held)))
+    categories = pq.read_table(corpus / "category_counts.parquet").column("category").to_pylist()
+    evaluator = CategoryRetrievalEvaluator(queries, query_categories, categories)
+    base = _load_encoder(config.encoder.model, train.encoder)
+    before = evaluator(base) if queries else {}
+    del base
+    _say(f"pretrain: {pairs.num_rows} category pairs, {len(queries)} dev pages held out; MAP@3 before "
+         f"{before.get('map@3', float('nan')):.3f}")
+    started = time.perf_counter()
+    dataset = ray.data.from_arrow(pairs.select(["anchor", "positive"]))
+    result = fit(dataset, train, OutputConfig(storage_path=str(stage), name="fit"),
+                 eval_fn=evaluator if queries else None, rows=pairs.num_rows, export_model_to=stage / "model")
+    after = evaluator(_load_encoder(str(stage / "model"), train.encoder)) if queries else {}
+    out = {"pairs": pairs.num_rows, "dev_pages": len(queries), "steps": result.steps,
+           "loss": mean_logged_loss(result.history), "dev_before": before, "dev_after": after,
+           "seconds": time.perf_counter() - started, "model": str(stage / "model")}
+    return _mark_done(stage, settings, out)
+
+
+def _pool_pages(config: WCSBertConfig, run: Path, root: Path) -> tuple[Path, int]:
+    from contrastext.selftrain.pool import write_text_pool
+
+    if config.pool.source == "wikipedia":
+        return run / "corpus" / "pages", -1
+    assert config.pool.texts is not None
+    texts_config = config.pool.texts.model_copy(update={"label_column": None})  # labels are never read
+    data: LabelledTexts = load_labelled_texts(texts_config, root)
+    if config.pool.half is not None:
+        first, second = data.split_halves(config.pool.split_seed)
+        data = first if config.pool.half == "first" else second
+    return write_text_pool(data.texts, run / "pool" / "pages.parquet"), len(data)
+
+
+def _encode_pool(config: WCSBertConfig, pages: Path, model: str, out: Path) -> dict[str, Any]:
+    from contrastext.pipelines.corpus import EncodeCorpusConfig, run_encode_corpus
+
+    settings = {"model": model, "pages": str(pages), "max_words": config.pool.max_words,
+                "encode": config.encode.model_dump(mode="json"), "max_length": config.encoder.max_length}
+    done = _done(out, settings)
+    if done is not None:
+        return done
+    shutil.rmtree(out, ignore_errors=True)  # shards of another model or plan must not be mixed in
+    enc = config.encoder
+    summary = run_encode_corpus(EncodeCorpusConfig(
+        pages=str(pages), encoder=enc.model_copy(update={"model": model}), max_words=config.pool.max_words,
+        rows_per_shard=config.encode.rows_per_shard, batch_size=config.encode.batch_size,
+        scaling=config.encode.scaling, dtype=config.encode.dtype,
+        output=OutputConfig(storage_path=str(out.parent), name=out.name), ray=config.ray))
+    return _mark_done(out, settings, {"rows": summary["rows"], "seconds": summary["timings_s"]["total"]})
+
+
+def mean_logged_loss(history: list[dict[str, Any]]) -> float | None:
+    """Mean of the training-loss reports of a fit (checkpoint and evaluation reports carry no loss)."""
+    losses = [h["loss"] for h in history if "rows_per_s" in h and h.get("loss") is not None]
+    return float(np.mean(losses)) if losses else None
+
+
+def _write_pairs(pairs: PseudoPairs, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"anchor": pairs.anchors, "positive": pairs.positives,
+                             "label": pa.array(pairs.labels, pa.int32())}), path)
+
+
+# ---------------------------------------------------------------------------------------- the job
+def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
+    """Run every stage (skipping finished ones) and return the summary (also in ``metrics.json``)."""
+    import ray.data
+
+    from contrastext.train import fit
+
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    run_dir = config.output.run_dir()
+    if "://" in run_dir:
+        raise ValueError(f"{run_dir}: this job writes .h5 shards and needs a local or mounted folder")
+    run = Path(run_dir)
+    run.mkdir(parents=True, exist_ok=True)
+    root = data_root(config.data_dir)
+    init_ray(config.ray)
+    labels = config.labels
+    label_set = _scheme(config).label_set(labels.names)
+    eval_set, eval_missing = load_eval_set(config, root)
+    evaluations: list[dict[str, Any]] = []
+    if eval_set is None:
+        _say(f"evaluation skipped: {eval_missing}")
+    else:
+        _say(f"evaluation set: {eval_set.source}")
+
+    # -- untrained model
+    t = time.perf_counter()
+    if eval_set is not None and config.evaluation.baselines:
+        stored = _stored_evaluation(run / "eval_untrained.json", eval_set)
+        key = {"model": config.encoder.model, "labels": labels.model_dump(mode="json")}
+        if stored is None or stored.get("key") != key:
+            base = _load_encoder(config.encoder.model, config.encoder)
+            embeddings = eval_set.evaluator.embed(base)
+            results = []
+            for scheme in baseline_schemes(config):
+                result = eval_set.evaluator.score(base, embeddings, scheme)
+                results.append({"stage": "untrained", "scheme": scheme.name, "accuracy": result.accuracy,
+                                "macro_f1": result.macro_f1})
+            del base
+            stored = {"source": eval_set.source, "key": key, "results": results}
+            write_json_atomic(run / "eval_untrained.json", stored)
+        for result in stored["results"]:
+            evaluations.append(result)
+            _say(f"untrained, {result['scheme']}: accuracy {result['accuracy']:.4f}")
+    timings["baselines"] = time.perf_counter() - t
+
+    # -- 1. corpus and pretraining
+    needs_corpus = config.pretrain.enabled or config.pool.source == "wikipedia"
+    corpus = pretrain = None
+    if needs_corpus:
+        t = time.perf_counter()
+        corpus = _stage_corpus(config, run)
+        timings["corpus"] = time.perf_counter() - t
+    model_0 = config.encoder.model
+    if config.pretrain.enabled:
+        t = time.perf_counter()
+        pretrain = _stage_pretrain(config, run)
+        model_0 = pretrain["model"]
+        timings["pretrain"] = time.perf_counter() - t
+        if eval_set is not None:
+            stored = _stored_evaluation(run / "eval_pretrained.json", eval_set)
+            if stored is None:
+                result = _evaluate(eval_set, _load_encoder(model_0, config.encoder), run, "pretrained")
+                stored = _result_json(result, labels.names, eval_set.source)
+            evaluations.append({"stage": "pretrained", "scheme": _scheme(config).name,
+                                "accuracy": stored["accuracy"], "macro_f1": stored["macro_f1"]})
+            _say(f"after pretraining: accuracy {stored['accuracy']:.4f}")
+
+    # -- 2. the pool, encoded by M_0
+    t = time.perf_counter()
+    pages, _ = _pool_pages(config, run, root)
+    encoded = _encode_pool(config, pages, model_0, run / "round_0" / "embeddings")
+    timings["encode"] = time.perf_counter() - t
+    _say(f"pool: {encoded['rows']} items encoded with {model_0}")
+
+    # -- 3. self-training rounds
+    rounds: list[dict[str, Any]] = []
+    model, embeddings_dir = model_0, run / "round_0" / "embeddings"
+    previous_labels: np.ndarray | None = None
+    best_round, best_value, stale = 0, None, 0
+    stop_reason = "all rounds run" if config.rounds.rounds else "no rounds configured"
+    t_rounds = time.perf_counter()
+    for r in range(1, config.rounds.rounds + 1):
+        stage = run / f"round_{r}"
+        settings = {"rounds": config.rounds.model_dump(mode="json"), "labels": labels.model_dump(mode="json"),
+                    "from": model, "pool": config.pool.model_dump(mode="json")}
+        record = _done(stage, settings)
+        if record is None:
+            record = _self_training_round(config, r, stage, model, model_0, embeddings_dir, pages, label_set,
+                                          previous_labels, eval_set, fit, ray.data)
+            _mark_done(stage, settings, record)
+        else:
+            _say(f"round {r}: done in an earlier run")
+            if eval_set is not None and _stored_evaluation(stage / "eval_round.json", eval_set) is None:
+                evaluated = _evaluate(eval_set, _load_encoder(record["model"], config.encoder), stage, "round")
+                record |= {"eval_accuracy": evaluated.accuracy, "eval_macro_f1": evaluated.macro_f1}
+        rounds.append(record)
+        print(round_table(record, labels.names), flush=True)
+        model = record["model"]
+        embeddings_dir = Path(record["embeddings"])
+        previous_labels = np.load(stage / "pseudo_labels.npy")
+        # -- stopping: a dev set when the user gives one, else the label-free signal
+        value = record.get("eval_accuracy") if config.evaluation.use_as_dev else None
+        if value is not None:
+            if best_value is None or value > best_value:
+                best_round, best_value, stale = r, value, 0
+            else:
+                stale += 1
+        else:
+            best_round = r
+            if record.get("labels_changed") is not None and record["labels_changed"] < config.rounds.min_change:
+                stop_reason = f"pseudo-labels settled (changed {record['labels_changed']:.4f} < min_change)"
+                break
+        if stale >= config.rounds.patience:
+            stop_reason = f"dev accuracy did not improve for {stale} round(s)"
+            break
+    timings["rounds"] = time.perf_counter() - t_rounds
+    final_model = rounds[best_round - 1]["model"] if best_round else model_0
+
+    # -- 4. final evaluation and report
+    final: dict[str, Any] | None = None
+    if eval_set is not None:
+        t = time.perf_counter()
+        encoder = _load_encoder(final_model, config.encoder)
+        eval_embeddings = eval_set.evaluator.embed(encoder)
+        result = eval_set.evaluator.score(encoder, eval_embeddings)
+        final = _result_json(result, labels.names, eval_set.source)
+        final_embeddings = (run / "round_0" / "embeddings" if not best_round else
+                            Path(rounds[best_round - 1]["embeddings"]) if config.rounds.reencode else None)
+        if config.evaluation.prototypes and final_embeddings is not None:
+            prototypes = _prototypes(config, encoder, final_embeddings, label_set, run)
+            by_prototype = eval_set.evaluator.result(classify_by_prototypes(eval_embeddings, prototypes))
+            final["prototypes"] = _result_json(by_prototype, labels.names, eval_set.source)
+            _say(f"final model with pool prototypes: accuracy {by_prototype.accuracy:.4f}")
+        write_json_atomic(run / "eval_final.json", final)
+        if config.evaluation.label_mapping and rounds and config.pool.source == "wikipedia":
+            final["label_mapping_accuracy"] = _label_mapping_accuracy(eval_set, encoder, run, best_round)
+        timings["final_evaluation"] = time.perf_counter() - t
+    timings["total"] = time.perf_counter() - started
+    summary = {
+        "evaluation_set": eval_set.source if eval_set else None, "evaluation_skipped": eval_missing or None,
+        "labels": labels.names, "template": labels.template, "pool": config.pool.source,
+        "corpus": corpus, "pretrain": pretrain, "pool_rows": encoded["rows"], "evaluations": evaluations,
+        "rounds": rounds, "stop_reason": stop_reason, "chosen_round": best_round, "final_model": final_model,
+        "final": final, "timings_s": timings,
+    }
+    write_json_atomic(run / "metrics.json", summary)
+    write_manifest(run, job="wcsbert_selftrain", config=config, timings=timings,
+                   counts={"pool_rows": encoded["rows"], "rounds": len(rounds),
+                           "pairs": [r["pairs"] for r in rounds]})
+    from contrastext.selftrain.report import write_report
+
+    write_report(run, summary, plots=config.plots)
+    print(summary_table(summary), flush=True)
+    return summary
+
+
+def _self_training_round(config: WCSBertConfig, r: int, stage: Path, model: str, model_0: str,
+                         embeddings_dir: Path, pages: Path, label_set, previous_labels, eval_set, fit,
+                         ray_data) -> dict[str, Any]:
+    from contrastext.selftrain.pool import page_columns
+
+    t = time.perf_counter()
+    labels = config.labels
+    scorer = _load_encoder(model, config.encoder)
+    pool = score_pool(embeddings_dir, scorer, label_set, labels.template)
+    pseudo = select(pool.scores, config.rounds.selection, pool.alias)
+    stage.mkdir(parents=True, exist_ok=True)
+    np.save(stage / "pseudo_labels.npy", pseudo.label)
+    kept_ids = pool.ids[pseudo.kept]
+    if config.pool.source == "wikipedia":
+        cats = page_columns(pages, kept_ids, "categories")
+        full = [None] * len(pool.ids)
+        for i, c in zip(pseudo.kept, cats):
+            full[i] = c or []
+        pairs = category_pairs(full, pseudo, label_set, labels.template, config.rounds.max_pairs_per_label)
+    else:
+        texts = page_columns(pages, kept_ids, "text")
+        full_texts = [""] * len(pool.ids)
+        for i, text in zip(pseudo.kept, texts):
+            full_texts[i] = " ".join(text.split()[: config.pool.max_words])
+        pairs = text_pairs(full_texts, pseudo, label_set, labels.template, config.rounds.max_pairs_per_label)
+    if not len(pairs):
+        raise ValueError(f"round {r}: no pseudo-pairs (kept {len(pseudo.kept)} items); lower "
+                         "rounds.selection.threshold or raise top_fraction")
+    _write_pairs(pairs, stage / "pairs.parquet")
+    _say(f"round {r}: {len(pseudo.kept)} of {len(pool.ids)} items kept, {len(pairs)} pairs; training")
+    del scorer
+    selecting = time.perf_counter() - t
+
+    t = time.perf_counter()
+    init = model if config.rounds.init == "previous" else model_0
+    train: TrainConfig = config.rounds.train.model_copy(update={"encoder": config.encoder.model_copy(
+        update={"model": init, "max_length": config.rounds.train.encoder.max_length})})
+    rows = pairs.rows()
+    np.random.default_rng(train.seed + r).shuffle(rows)  # pairs come grouped by page; batches must mix labels
+    result = fit(ray_data.from_items(rows), train, OutputConfig(storage_path=str(stage), name="fit"),
+                 rows=len(pairs), export_model_to=stage / "model")
+    training = time.perf_counter() - t
+    new_model = str(stage / "model")
+
+    t = time.perf_counter()
+    if config.rounds.reencode:
+        new_embeddings = stage / "embeddings"
+        _encode_pool(config, pages, new_model, new_embeddings)
+    else:
+        new_embeddings = embeddings_dir
+    encoding = time.perf_counter() - t
+
+    record: dict[str, Any] = {
+        "round": r, "pool": int(len(pool.ids)), "kept": int(len(pseudo.kept)),
+        "kept_per_label": dict(zip(labels.names, pseudo.kept_per_label(len(labels.names)).tolist())),
+        "pairs": len(pairs), "pairs_per_label": dict(zip(labels.names, pairs.per_label(len(labels.names)).tolist())),
+        "category_conflicts": pairs.conflicts, "labels_changed": changed_share(previous_labels, pseudo.label),
+        "mean_confidence_kept": float(pseudo.confidence[pseudo.kept].mean()) if len(pseudo.kept) else None,
+        "loss": mean_logged_loss(result.history), "steps": result.steps, "model": new_model,
+        "embeddings": str(new_embeddings),
+        "seconds": {"select": selecting, "train": training, "encode": encoding},
+    }
+    if eval_set is not None:
+        t = time.perf_counter()
+        evaluated = _evaluate(eval_set, _load_encoder(new_model, config.encoder), stage, "round")
+        record["eval_accuracy"] = evaluated.accuracy
+        record["eval_macro_f1"] = evaluated.macro_f1
+        record["seconds"]["evaluate"] = time.perf_counter() - t
+    return record
+
+
+def _prototypes(config: WCSBertConfig, encoder, embeddings_dir: Path, label_set, run: Path) -> np.ndarray:
+    """Label prototypes of the final model from its own pool embeddings; saved beside the report."""
+    pool = score_pool(embeddings_dir, encoder, label_set, config.labels.template)
+    prototypes = label_prototypes(pool_embeddings(embeddings_dir, pool.ids), pool.scores,
+                                  config.evaluation.prototype_fraction)
+    np.save(run / "label_prototypes.npy", prototypes)
+    write_json_atomic(run / "label_prototypes.json", {"labels": config.labels.names,
+                                                      "fraction": config.evaluation.prototype_fraction,
+                                                      "embeddings": str(embeddings_dir)})
+    return prototypes
+
+
+def _label_mapping_accuracy(eval_set: EvalSet, encoder, run: Path, round_index: int) -> float | None:
+    """The paper's comparison: each query → its nearest pseudo-labelled category → that category's label."""
+    pairs_file = run / f"round_{round_index}" / "pairs.parquet"
+    if not pairs_file.is_file():
+        return None
+    table = pq.read_table(pairs_file)
+    categories, labels = table.column("anchor").to_pylist(), np.asarray(table.column("label").to_pylist())
+    q = eval_set.evaluator.embed(encoder)
+    c = encoder.encode(categories, batch_size=128)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    c /= np.linalg.norm(c, axis=1, keepdims=True)
+    predicted = labels[(q @ c.T).argmax(axis=1)]
+    return eval_set.evaluator.result(predicted).accuracy
+
+
+# ---------------------------------------------------------------------------------------- tables
+def round_table(record: dict[str, Any], names: list[str]) -> str:
+    rows = [["items kept / pool", f"{record['kept']} / {record['pool']}"],
+            ["kept per label", ", ".join(f"{k} {v}" for k, v in record["kept_per_label"].items())],
+            ["pairs (per label)", f"{record['pairs']} ({', '.join(str(v) for v in record['pairs_per_label'].values())})"],
+            ["pseudo-labels changed", "-" if record["labels_changed"] is None else f"{record['labels_changed']:.4f}"],
+            ["mean loss / steps", f"{record['loss']:.4f} / {record['steps']}" if record.get("loss") is not None
+             else f"- / {record['steps']}"],
+            ["time s (select / train / encode)", " / ".join(f"{record['seconds'][k]:.0f}"
+                                                            for k in ("select", "train", "encode"))]]
+    if record.get("eval_accuracy") is not None:
+        rows.append(["evaluation accuracy", f"{record['eval_accuracy']:.4f}"])
+    return format_table(rows, headers=[f"round {record['round']}", "value"])
+
+
+def summary_table(summary: dict[str, Any]) -> str:
+    rows: list[list[Any]] = []
+    for e in summary["evaluations"]:
+        rows.append([f"{e['stage']}: {e['scheme']}", f"{e['accuracy']:.4f}"])
+    for r in summary["rounds"]:
+        acc = r.get("eval_accuracy")
+        rows.append([f"round {r['round']}: pairs {r['pairs']}", "-" if acc is None else f"{acc:.4f}"])
+    if summary["final"]:
+        rows.append([f"final (round {summary['chosen_round']})", f"{summary['final']['accuracy']:.4f}"])
+        if summary["final"].get("prototypes"):
+            rows.append(["final, pool prototypes", f"{summary['final']['prototypes']['accuracy']:.4f}"])
+        if summary["final"].get("label_mapping_accuracy") is not None:
+            rows.append(["final, label mapping via categories", f"{summary['final']['label_mapping_accuracy']:.4f}"])
+    rows.append(["stopped", summary["stop_reason"]])
+    rows.append(["evaluation", summary["evaluation_set"] or summary["evaluation_skipped"]])
+    rows.append(["time s: " + ", ".join(summary["timings_s"]), ", ".join(f"{v:.0f}" for v in summary["timings_s"].values())])
+    return format_table(rows, headers=["wcsbert", "accuracy"])

@@ -1,0 +1,1 @@
+"""Self-training for zero-shot classification (WC-SBERT): pseudo-labels, pseudo-pairs, rounds."""

@@ -1,0 +1,140 @@
+"""Settings of the WC-SBERT job: corpus → category pretraining → encode → self-training rounds → evaluation."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from contrastext.config import EncoderConfig, OptimizerConfig, OutputConfig, RayConfig, ScalingSettings, Settings, \
+    TrainConfig
+from contrastext.data.labelled import LabelledTextsConfig, ag_news_test
+from contrastext.data.pairs import PairOptions
+from contrastext.selftrain.pseudo_labels import SelectionConfig
+from contrastext.zeroshot import DEFAULT_TEMPLATE
+
+Half = Literal["first", "second"]
+
+
+class LabelsConfig(Settings):
+    """The target label set L and how each label is put to the encoder."""
+
+    names: list[str] = Field(["World", "Sports", "Business", "Sci/Tech"], min_length=2)
+    aliases: dict[str, list[str]] = Field(
+        {"Sci/Tech": ["Science", "Technology"]},
+        description="label → strings embedded in its place; its score is the best of them")
+    keep_label: bool = Field(False, description="also embed a label's own spelling beside its aliases")
+    template: str = Field(DEFAULT_TEMPLATE, description="prompt with {label}")
+
+    @model_validator(mode="after")
+    def _aliases_name_labels(self) -> "LabelsConfig":
+        unknown = sorted(set(self.aliases) - set(self.names))
+        if unknown:
+            raise ValueError(f"aliases given for labels not in names: {unknown}")
+        if len(set(self.names)) != len(self.names):
+            raise ValueError("label names must be distinct")
+        return self
+
+
+class CorpusStageConfig(Settings):
+    """Wikipedia pages and category pairs (the build_corpus job); skipped for a plain-text pool."""
+
+    dump: str | None = Field(None, description="pages-articles .xml.bz2; None: the real dump sample")
+    index: str | None = Field(None, description="multistream index for parallel reading")
+    pairs: PairOptions = Field(default_factory=PairOptions)
+
+
+def _pretrain_train() -> TrainConfig:
+    return TrainConfig(batch_size=128, epochs=1, encoder=EncoderConfig(max_length=128),
+                       optimizer=OptimizerConfig(lr=2e-5, warmup_ratio=0.1), no_duplicates=True,
+                       checkpoint_every_steps=500)
+
+
+class PretrainConfig(Settings):
+    """Stage 1: MNR on (category, category) pairs of the same page."""
+
+    enabled: bool = True
+    train: TrainConfig = Field(default_factory=_pretrain_train)
+    dev_fraction: float = Field(0.001, ge=0, lt=1, description="pages with exactly 3 categories held out for "
+                                                               "MAP@3")
+    dev_min_pages: int = Field(10, ge=0, description="hold out at least this many such pages when there are")
+    query_words: int = Field(20, ge=1, description="a dev query is the page's first words")
+
+
+class PoolConfig(Settings):
+    """What self-training reads without labels: Wikipedia pages (with categories) or plain texts."""
+
+    source: Literal["wikipedia", "texts"] = "wikipedia"
+    texts: LabelledTextsConfig | None = Field(None, description="source=texts: the texts (labels never read)")
+    half: Half | None = Field(None, description="take one half of the texts (split by split_seed)")
+    split_seed: int = 0
+    max_words: int = Field(200, ge=1, description="words of each page or text that are encoded")
+
+    @model_validator(mode="after")
+    def _texts_given(self) -> "PoolConfig":
+        if self.source == "texts" and self.texts is None:
+            raise ValueError("pool.source=texts needs pool.texts (a file of unlabelled texts)")
+        return self
+
+
+def _round_train() -> TrainConfig:
+    return TrainConfig(batch_size=32, epochs=1, encoder=EncoderConfig(max_length=128),
+                       optimizer=OptimizerConfig(lr=2e-5, warmup_ratio=0.1), no_duplicates=False,
+                       checkpoint_every_steps=None)
+
+
+class RoundsConfig(Settings):
+    """Stage 3: label the pool with the current model, train on the confident part, repeat."""
+
+    rounds: int = Field(3, ge=0)
+    selection: SelectionConfig = Field(default_factory=SelectionConfig)
+    max_pairs_per_label: int | None = Field(5000, ge=1, description="cap on pseudo-pairs per label")
+    init: Literal["previous", "base"] = Field(
+        "previous", description="round r trains from round r-1's model, or always from the stage-1 model")
+    reencode: bool = Field(True, description="re-encode the pool with each round's model (False: score the "
+                                             "stored embeddings again, faster, with the new label prompts)")
+    train: TrainConfig = Field(default_factory=_round_train)
+    patience: int = Field(1, ge=1, description="rounds without improvement of the stopping signal before stopping")
+    min_change: float = Field(0.005, ge=0, description="stop when fewer than this share of pool labels change")
+
+
+class EvaluationConfig(Settings):
+    texts: LabelledTextsConfig | None = Field(default_factory=ag_news_test,
+                                              description="labelled texts; skipped (and said so) when absent")
+    half: Half | None = Field(None, description="evaluate on one half only (the other may be the pool)")
+    split_seed: int = 0
+    max_rows: int | None = Field(2000, ge=1, description="a seeded sample of this many rows (None: all)")
+    baselines: bool = Field(True, description="also score the untrained model: labels only / prompt, "
+                                              "labels as written / with aliases")
+    label_mapping: bool = Field(False, description="also score query → nearest pseudo-labelled category → label")
+    prototypes: bool = Field(True, description="also classify by label prototypes: the mean embedding of each "
+                                               "label's most confident pool items (no gold label read)")
+    prototype_fraction: float = Field(0.5, gt=0, le=1, description="share of each label's pool items averaged")
+    use_as_dev: bool = Field(False, description="choose the best round and stop early on this set's accuracy "
+                                                "(off: the label-free signal decides)")
+
+
+class EncodeStageConfig(Settings):
+    batch_size: int = Field(64, ge=1)
+    rows_per_shard: int = Field(10_000, ge=1)
+    scaling: ScalingSettings = Field(default_factory=lambda: ScalingSettings(num_workers=1, cpus_per_worker=1.0))
+    dtype: Literal["float16", "float32"] = "float16"
+
+
+class WCSBertConfig(Settings):
+    """Zero-shot text classification by WC-SBERT: Wikipedia categories, then self-training on a label set."""
+
+    data_dir: str | None = Field(None, description="datasets folder for relative paths; None: $CONTRASTEXT_DATA, "
+                                                   "else ../shared/data")
+    encoder: EncoderConfig = Field(default_factory=lambda: EncoderConfig(max_length=128),
+                                   description="M_base")
+    labels: LabelsConfig = Field(default_factory=LabelsConfig)
+    corpus: CorpusStageConfig = Field(default_factory=CorpusStageConfig)
+    pretrain: PretrainConfig = Field(default_factory=PretrainConfig)
+    pool: PoolConfig = Field(default_factory=PoolConfig)
+    encode: EncodeStageConfig = Field(default_factory=EncodeStageConfig)
+    rounds: RoundsConfig = Field(default_factory=RoundsConfig)
+    evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
+    plots: bool = True
+    output: OutputConfig = Field(default_factory=lambda: OutputConfig(name="wcsbert"))
+    ray: RayConfig = Field(default_factory=RayConfig)

@@ -1,0 +1,112 @@
+"""The WC-SBERT job on a local Ray with the tiny random encoder: every stage on the real dump sample,
+a second run that skips every finished stage, and a plain-text pool split in halves."""
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from contrastext.config import load_config
+from contrastext.data.labelled import LabelledTextsConfig, load_labelled_texts
+from contrastext.data.samples import DEFAULT_SAMPLE
+from contrastext.pipelines.wcsbert import run_wcsbert
+from contrastext.selftrain.config import WCSBertConfig
+from conftest import shared_data
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+NEWS = [("Sports", "the team won the football match and the cup final"),
+        ("Sports", "a tennis player reached the final of the open championship"),
+        ("Business", "shares fell as the company reported lower profits and sales"),
+        ("Business", "the bank raised interest rates and the market dropped"),
+        ("World", "the president met foreign ministers to discuss the war and peace talks"),
+        ("World", "elections were held after the government collapsed in the capital"),
+        ("Sci/Tech", "researchers released new software for faster computer chips"),
+        ("Sci/Tech", "a space probe sent back images of the planet to scientists")]
+
+
+def _labelled_file(path: Path, copies: int = 3) -> Path:
+    rows = [{"text": f"{text} (report {i})", "label": label} for i in range(copies) for label, text in NEWS]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _config(tmp_path: Path, tiny_encoder_dir: Path, **overrides) -> WCSBertConfig:
+    sets = [f"encoder.model={tiny_encoder_dir}", f"output.storage_path={tmp_path / 'runs'}",
+            "output.name=wcsbert", f"corpus.dump={shared_data('wikipedia/' + DEFAULT_SAMPLE)}",
+            "pretrain.train.max_steps=2", "pretrain.train.batch_size=16", "pretrain.dev_min_pages=5",
+            "rounds.rounds=2", "rounds.train.max_steps=2", "rounds.train.batch_size=8",
+            "rounds.selection.top_fraction=0.8", "encode.batch_size=16", "evaluation.max_rows=null",
+            f"evaluation.texts.path={_labelled_file(tmp_path / 'eval.jsonl')}", "evaluation.texts.columns=null",
+            "evaluation.texts.text_columns=[text]", "evaluation.texts.label_column=label",
+            "evaluation.texts.label_names=null", "evaluation.texts.unescape_breaks=false", "plots=true"]
+    sets += [f"{k}={v}" for k, v in overrides.items()]
+    return load_config(WCSBertConfig, overrides=sets)
+
+
+def test_every_stage_runs_then_a_second_run_skips_them(ray_session, tiny_encoder_dir, tmp_path, capsys):
+    config = _config(tmp_path, tiny_encoder_dir)
+    summary = run_wcsbert(config)
+    run = tmp_path / "runs" / "wcsbert"
+    assert summary["corpus"]["pages"] == 106 and summary["corpus"]["pairs_written"] > 4000
+    assert summary["pretrain"]["dev_pages"] == 5 and summary["pretrain"]["steps"] == 2
+    assert "map@3" in summary["pretrain"]["dev_after"]
+    assert summary["pool_rows"] == 106
+    assert [r["round"] for r in summary["rounds"]] == [1, 2]
+    for record in summary["rounds"]:
+        assert record["pairs"] > 0 and record["steps"] == 2
+        assert sum(record["kept_per_label"].values()) == record["kept"] <= 106
+        assert 0 <= record["eval_accuracy"] <= 1
+        pairs = pq.read_table(run / f"round_{record['round']}" / "pairs.parquet").to_pylist()
+        assert len(pairs) == record["pairs"]
+        assert all(p["positive"].startswith("This topic is talk about ") for p in pairs)
+        assert len({p["anchor"] for p in pairs}) == len(pairs)  # one label per category
+    assert summary["rounds"][1]["labels_changed"] is not None
+    schemes = [e["scheme"] for e in summary["evaluations"] if e["stage"] == "untrained"]
+    assert schemes == ["labels only, 4 labels", "labels only, 5 labels", "prompt, 4 labels", "prompt, 5 labels"]
+    assert summary["final"]["accuracy"] == summary["rounds"][-1]["eval_accuracy"]
+    for name in ("metrics.json", "manifest.json", "report.md", "plots/accuracy_per_round.png",
+                 "plots/pairs_per_round.png", "plots/confusion_final.png", "round_2/model/config.json"):
+        assert (run / name).is_file(), name
+    assert "| round 2 |" in (run / "report.md").read_text()
+    out = capsys.readouterr().out
+    assert "round 1" in out and "wcsbert" in out
+
+    again = run_wcsbert(config)
+    out = capsys.readouterr().out
+    for stage in ("corpus", "pretrain", "round 1", "round 2"):
+        assert f"{stage}: done in an earlier run" in out
+    assert again["rounds"] == summary["rounds"] and again["pretrain"] == summary["pretrain"]
+    assert again["timings_s"]["rounds"] < summary["timings_s"]["rounds"]
+
+
+def test_text_pool_trains_only_on_its_half(ray_session, tiny_encoder_dir, tmp_path):
+    pool_file = _labelled_file(tmp_path / "pool.jsonl", copies=6)
+    config = _config(tmp_path, tiny_encoder_dir, **{
+        "pretrain.enabled": "false", "rounds.rounds": "1", "output.name": "texts", "pool.source": "texts",
+        "pool.half": "first", "pool.split_seed": "0", "pool.texts": f"{{path: {pool_file}, label_column: label}}",
+        "evaluation.half": "second", "evaluation.texts.path": str(pool_file), "evaluation.baselines": "false"})
+    summary = run_wcsbert(config)
+    data = load_labelled_texts(LabelledTextsConfig(path=str(pool_file)))
+    first, second = data.split_halves(0)
+    assert summary["corpus"] is None and summary["pretrain"] is None
+    assert summary["pool_rows"] == len(first) and f"{len(second)} rows" in summary["evaluation_set"]
+    pairs = pq.read_table(tmp_path / "runs" / "texts" / "round_1" / "pairs.parquet").to_pylist()
+    assert pairs and {p["anchor"] for p in pairs} <= set(first.texts)
+    assert not {p["anchor"] for p in pairs} & set(second.texts)
+
+
+def test_missing_evaluation_set_is_reported_not_fatal(tmp_path):
+    from contrastext.pipelines.wcsbert import load_eval_set
+
+    config = load_config(WCSBertConfig, overrides=[f"evaluation.texts.path={tmp_path / 'absent.csv'}"])
+    eval_set, reason = load_eval_set(config, tmp_path)
+    assert eval_set is None and "not found" in reason
+
+
+def test_config_rejects_text_pool_without_texts_and_unknown_aliases():
+    with pytest.raises(ValueError, match="pool.texts"):
+        load_config(WCSBertConfig, overrides=["pool.source=texts"])
+    with pytest.raises(ValueError, match="not in names"):
+        load_config(WCSBertConfig, overrides=["labels.aliases={Nope: [x]}"])

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from contrastext.selftrain.pseudo_labels import SelectionConfig, confidences, select
+
+
+def test_margin_and_similarity_confidence():
+    scores = np.array([[0.9, 0.5, 0.1], [0.4, 0.45, 0.0]])
+    assert np.allclose(confidences(scores, "margin"), [0.4, 0.05])
+    assert np.allclose(confidences(scores, "similarity"), [0.9, 0.45])
+
+
+def test_threshold_fraction_and_caps():
+    rng = np.random.default_rng(0)
+    scores = rng.uniform(0, 1, size=(200, 3)).astype(np.float32)
+    out = select(scores, SelectionConfig(threshold=None, top_fraction=0.5, max_label_ratio=None))
+    for label in range(3):
+        members = np.flatnonzero(out.label == label)
+        kept = np.intersect1d(out.kept, members)
+        assert len(kept) == len(members) // 2
+        # the kept ones are the most confident of their label
+        assert out.confidence[kept].min() >= np.median(out.confidence[members]) - 1e-6
+    high = select(scores, SelectionConfig(threshold=0.9, top_fraction=None, max_label_ratio=None))
+    assert (out.score[high.kept] >= 0.9).all()
+    assert len(high.kept) == int((scores.max(axis=1) >= 0.9).sum())
+    capped = select(scores, SelectionConfig(top_fraction=None, max_per_label=7, max_label_ratio=None))
+    assert capped.kept_per_label(3).max() == 7
+
+
+def test_label_ratio_balances_a_dominant_label():
+    scores = np.zeros((100, 2), dtype=np.float32)
+    scores[:90, 0] = 1.0  # 90 rows of label 0
+    scores[90:, 1] = 1.0  # 10 rows of label 1
+    out = select(scores, SelectionConfig(top_fraction=None, max_label_ratio=2.0))
+    assert out.kept_per_label(2).tolist() == [20, 10]
+    assert out.kept.tolist() == sorted(out.kept.tolist())
+
+
+@pytest.mark.parametrize("bad", [{"top_fraction": 0}, {"threshold": 2}, {"max_label_ratio": 0.5}])
+def test_bad_settings_are_rejected(bad):
+    with pytest.raises(ValueError):
+        SelectionConfig(**bad)
+
+
+def test_label_prototypes_are_the_confident_members_means():
+    from contrastext.selftrain.prototypes import classify_by_prototypes, label_prototypes
+
+    rng = np.random.default_rng(1)
+    centres = np.eye(3, 8, dtype=np.float32)
+    labels = np.repeat(np.arange(3), 20)
+    embeddings = centres[labels] + 0.05 * rng.standard_normal((60, 8)).astype(np.float32)
+    scores = embeddings[:, :3] + 0.01  # the pseudo-labels follow the first three axes
+    prototypes = label_prototypes(embeddings, scores, fraction=0.5)
+    assert prototypes.shape == (3, 8) and np.allclose(np.linalg.norm(prototypes, axis=1), 1, atol=1e-5)
+    assert (prototypes.argmax(axis=1) == np.arange(3)).all()
+    assert (classify_by_prototypes(embeddings, prototypes) == labels).all()
+    with pytest.raises(ValueError, match="no pool item is labelled 2"):
+        label_prototypes(embeddings[:40], scores[:40])
