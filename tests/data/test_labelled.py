@@ -66,3 +66,10 @@ def test_real_ag_news_test_set():
     assert data.label_names == ["World", "Sports", "Business", "Sci/Tech"]
     assert np.bincount(data.label_ids()).tolist() == [1900] * 4
     assert not any("\\" in t for t in data.texts)
+
+
+def test_sentences_join_ends_each_part_with_a_full_stop(tmp_path):
+    f = _write(tmp_path / "t.csv", '"1","A title","The body."\n"1","Done!","x"\n')
+    config = LabelledTextsConfig(path=str(f), columns=["class", "title", "body"], text_columns=["title", "body"],
+                                 label_column="class", join="sentences")
+    assert load_labelled_texts(config).texts == ["A title. The body.", "Done! x"]

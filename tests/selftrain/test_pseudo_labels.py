@@ -58,3 +58,6 @@ def test_label_prototypes_are_the_confident_members_means():
     assert (classify_by_prototypes(embeddings, prototypes) == labels).all()
     with pytest.raises(ValueError, match="no pool item is labelled 2"):
         label_prototypes(embeddings[:40], scores[:40])
+    fallback = np.eye(3, 8, k=5, dtype=np.float32)
+    filled = label_prototypes(embeddings[:40], scores[:40], fallback=fallback)
+    assert np.allclose(filled[2], fallback[2]) and filled[0].argmax() == 0

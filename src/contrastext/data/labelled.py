@@ -15,7 +15,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Literal, Sequence
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -29,7 +29,10 @@ _ESCAPED_BREAK = re.compile(r"\\n|\\|\s+")
 class LabelledTextsConfig(Settings):
     path: str = Field(..., description="file; relative paths are read under the data folder")
     columns: list[str] | None = Field(None, description="header-less CSV: the name of each column, in order")
-    text_columns: list[str] = Field(["text"], min_length=1, description="joined with a space into the text")
+    text_columns: list[str] = Field(["text"], min_length=1, description="joined into the text (see join)")
+    join: Literal["space", "sentences"] = Field(
+        "space", description="space: parts joined with a space; sentences: each part ends with a full stop "
+                             "(\"Title. Description\") so the encoder sees two sentences")
     label_column: str | None = Field("label", description="None: an unlabelled pool")
     label_names: dict[str, str] | None = Field(None, description="raw label value → label name; None: as written")
     unescape_breaks: bool = Field(False, description="turn backslash-escaped line breaks ('\\n', '\\') into spaces")
@@ -85,6 +88,12 @@ class LabelledTexts:
         return self.subset(first), self.subset([i for i in range(len(self.texts)) if i not in chosen])
 
 
+def _join(parts: list[str], how: str) -> str:
+    if how == "sentences":
+        parts = [p if p[-1] in ".!?" else f"{p}." for p in parts[:-1]] + parts[-1:]
+    return " ".join(parts)
+
+
 def _hash_half(text: str, seed: int) -> int:
     digest = hashlib.blake2b(f"{seed}:{text}".encode("utf-8"), digest_size=8).digest()
     return digest[0] >> 7
@@ -127,7 +136,7 @@ def load_labelled_texts(config: LabelledTextsConfig,
         if missing:
             raise ValueError(f"{path}: column(s) {missing} not found; the records have {sorted(record)}")
         parts = [record[c] for c in config.text_columns if isinstance(record[c], str) and record[c].strip()]
-        text = " ".join(p.strip() for p in parts)
+        text = _join([p.strip() for p in parts], config.join)
         if config.unescape_breaks:
             text = _ESCAPED_BREAK.sub(" ", text).strip()
         if not text:

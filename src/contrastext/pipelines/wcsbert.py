@@ -507,9 +507,14 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: Path, model: str,
 
 def _prototypes(config: WCSBertConfig, encoder, embeddings_dir: Path, label_set, run: Path) -> np.ndarray:
     """Label prototypes of the final model from its own pool embeddings; saved beside the report."""
+    from contrastext.zeroshot import ZeroShotClassifier
+
     pool = score_pool(embeddings_dir, encoder, label_set, config.labels.template)
+    aliases = ZeroShotClassifier(encoder, template=config.labels.template).alias_embeddings(label_set)
+    _, owner = label_set.flat()
+    prompts = np.stack([aliases[owner == label].mean(axis=0) for label in range(len(label_set.labels))])
     prototypes = label_prototypes(pool_embeddings(embeddings_dir, pool.ids), pool.scores,
-                                  config.evaluation.prototype_fraction)
+                                  config.evaluation.prototype_fraction, fallback=prompts)
     np.save(run / "label_prototypes.npy", prototypes)
     write_json_atomic(run / "label_prototypes.json", {"labels": config.labels.names,
                                                       "fraction": config.evaluation.prototype_fraction,

@@ -20,13 +20,20 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.clip(np.linalg.norm(x, axis=1, keepdims=True), 1e-12, None)
 
 
-def label_prototypes(embeddings: np.ndarray, scores: np.ndarray, fraction: float = 0.5) -> np.ndarray:
-    """[labels, D] unit prototypes: the mean unit embedding of each label's top ``fraction`` by margin."""
+def label_prototypes(embeddings: np.ndarray, scores: np.ndarray, fraction: float = 0.5,
+                     fallback: np.ndarray | None = None) -> np.ndarray:
+    """[labels, D] unit prototypes: the mean unit embedding of each label's top ``fraction`` by margin.
+
+    A label no pool item carries takes its row of ``fallback`` (e.g. its prompt embedding) when given.
+    """
     pseudo = select(scores, SelectionConfig(top_fraction=fraction, max_label_ratio=None))
     units = _unit(np.asarray(embeddings, dtype=np.float32))
     prototypes = np.zeros((scores.shape[1], units.shape[1]), dtype=np.float32)
     for label in range(scores.shape[1]):
         members = pseudo.kept[pseudo.label[pseudo.kept] == label]
+        if len(members) == 0 and fallback is not None:
+            prototypes[label] = fallback[label]
+            continue
         if len(members) == 0:
             raise ValueError(f"no pool item is labelled {label}: cannot build its prototype")
         prototypes[label] = units[members].mean(axis=0)
