@@ -80,6 +80,12 @@ def test_every_stage_runs_then_a_second_run_skips_them(ray_session, tiny_encoder
     assert again["rounds"] == summary["rounds"] and again["pretrain"] == summary["pretrain"]
     assert again["timings_s"]["rounds"] < summary["timings_s"]["rounds"]
 
+    # one more round: the finished rounds are kept, only round 3 runs
+    more = run_wcsbert(config.model_copy(update={"rounds": config.rounds.model_copy(update={"rounds": 3})}))
+    out = capsys.readouterr().out
+    assert "round 1: done in an earlier run" in out and "round 3: done" not in out
+    assert more["rounds"][:2] == summary["rounds"] and more["rounds"][2]["round"] == 3
+
 
 def test_text_pool_trains_only_on_its_half(ray_session, tiny_encoder_dir, tmp_path):
     pool_file = _labelled_file(tmp_path / "pool.jsonl", copies=6)

@@ -61,13 +61,24 @@ def data_root(configured: str | None) -> Path:
 
 
 # ---------------------------------------------------------------------------------------- stage state
+# how many rounds to run and when to stop do not change what a finished round made
+_NOT_PART_OF_A_ROUND = ("rounds", "patience", "min_change")
+
+
+def _comparable(settings: dict[str, Any]) -> dict[str, Any]:
+    settings = json.loads(json.dumps(settings, default=str))
+    if isinstance(settings.get("rounds"), dict):
+        settings["rounds"] = {k: v for k, v in settings["rounds"].items() if k not in _NOT_PART_OF_A_ROUND}
+    return settings
+
+
 def _done(stage_dir: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
     """The stage's recorded result when it finished with these settings; None means run it."""
     marker = stage_dir / "done.json"
     if not marker.is_file():
         return None
     record = json.loads(marker.read_text())
-    if record.get("settings") != json.loads(json.dumps(settings, default=str)):
+    if _comparable(record.get("settings") or {}) != _comparable(settings):
         log.warning("%s was made with other settings: running the stage again", stage_dir)
         return None
     return record["result"]
