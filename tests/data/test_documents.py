@@ -14,6 +14,8 @@ from contrastext.data.documents import (
     load_documents,
     remove_urls_and_emails,
     shuffle_divide_pairs,
+    split_units,
+    split_words,
     strip_newsgroup_parts,
     tfidf_neighbours,
     tfidf_pairs,
@@ -142,8 +144,28 @@ def test_shuffle_divide_halves_partition_the_sentences_and_reshuffle_per_epoch()
     assert shuffle_divide_pairs(docs, epoch=1, seed=5) == [dict(p, id=str(i + 1)) for i, p in enumerate(pairs)]
     other = shuffle_divide_pairs(docs, epoch=2, seed=5)
     assert [p["anchor"] for p in other] != [p["anchor"] for p in pairs]
-    with pytest.raises(ValueError, match="min_sentences"):
-        shuffle_divide_pairs(docs, epoch=0, min_sentences=1)
+    with pytest.raises(ValueError, match="min_units"):
+        shuffle_divide_pairs(docs, epoch=0, min_units=1)
+
+
+def test_word_halves_sample_the_whole_document():
+    text = " ".join(f"w{i:03d}" for i in range(400))
+    units = split_units([text, "too short"], "word")
+    assert units == split_words([text, "too short"]) and len(units[0]) == 400
+    (pair,) = shuffle_divide_pairs(units, epoch=3, seed=1, min_units=4)
+    anchor, positive = pair["anchor"].split(), pair["positive"].split()
+    assert len(anchor) == len(positive) == 200 and sorted(anchor + positive) == units[0]
+    # a truncated half (its first 60 words) still draws from every part of the document, not its opening
+    quarters = {int(word[1:]) // 100 for word in anchor[:60]}
+    assert quarters == {0, 1, 2, 3}
+    assert shuffle_divide_pairs(units, epoch=4, seed=1)[0]["anchor"] != pair["anchor"]
+
+
+def test_sentence_units_come_from_the_sentence_splitter():
+    texts = ["Mr. Smith went to Washington. He met Dr. Jones. They talked. It rained."]
+    assert split_units(texts, "sentence") == SentenceSplitter().split_many(texts)
+    with pytest.raises(ValueError, match="unknown shuffle unit"):
+        split_units(texts, "paragraph")
 
 
 def _dense_nearest(texts):

@@ -86,3 +86,18 @@ def test_clustering_scores_gives_what_the_inputs_allow():
     assert set(clustering_scores([0, 0, 1, 1], embeddings=x)) == {"silhouette"}
     scores = clustering_scores([0, 0, 1, 1], embeddings=x, labels=["x", "x", "y", "y"])
     assert set(scores) == {"silhouette", "acc", "nmi", "ami"} and scores["acc"] == 1.0
+
+
+def test_silhouette_of_sparse_rows_matches_the_dense_one():
+    import scipy.sparse
+
+    rng = np.random.default_rng(3)
+    dense = rng.random((60, 40)) * (rng.random((60, 40)) < 0.2)  # mostly zeros, as TF-IDF rows are
+    dense[:30, :5] += 1.0
+    dense[30:, 5:10] += 1.0
+    clusters = np.repeat([0, 1], 30)
+    sparse = scipy.sparse.csr_matrix(dense)
+    assert silhouette(sparse, clusters) == pytest.approx(silhouette(dense, clusters), abs=1e-5)
+    assert silhouette(sparse, clusters) > 0.3
+    assert silhouette(sparse, clusters, sample_size=20, seed=1) == pytest.approx(
+        silhouette(dense, clusters, sample_size=20, seed=1), abs=1e-5)

@@ -1,6 +1,7 @@
 """The shuffle_divide job end to end: tiny random encoder on generated documents, local Ray."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -39,7 +40,7 @@ def _config(tmp_path, model_dir, **changes):
     base = dict(
         data_dir=str(tmp_path),
         documents=DocumentSource(path="docs.jsonl", label_column="topic"),
-        epochs=1, projection="pca", kmeans_nredo=2,
+        epochs=1, projection="pca", kmeans_nredo=2, shuffle_unit="word",
         encode_max_length=48,
         train=TrainConfig(encoder=EncoderConfig(model=str(model_dir), max_length=32, pooling="mean"),
                           loss={"name": "ntxent", "params": {"temperature": 0.1}},
@@ -59,15 +60,20 @@ def test_job_trains_clusters_reports_and_resumes(ray_session, tiny_encoder_dir, 
     run_dir = tmp_path / "runs" / "sd"
 
     assert summary["documents"]["count"] == 24 and summary["documents"]["skipped"] == {"malformed JSON line": 1}
-    assert summary["k"] == 3 and summary["pairs"]["pairs"] == 24  # every document has ≥ 4 sentences
+    assert summary["k"] == 3 and summary["pairs"]["pairs"] == 24  # every document has ≥ 4 words
+    assert summary["pairs"]["unit"] == "word" and summary["pairs"]["median_units"] >= 30
     epochs = summary["epochs"]
     assert [r["epoch"] for r in epochs] == [0, 1]
     assert epochs[1]["steps"] == 3 and epochs[1]["pairs"] == 24 and epochs[1]["loss"] > 0
     for row in epochs:
-        assert {"silhouette", "acc", "nmi", "ami"} <= set(row) and 1 / 3 <= row["acc"] <= 1
-    best = max(epochs, key=lambda r: (r["silhouette"], -r["epoch"]))
-    assert summary["best_by_silhouette"]["epoch"] == best["epoch"]
-    assert summary["acc_lost_by_label_free_selection"] >= 0
+        assert {"silhouette", "tfidf_silhouette", "acc", "nmi", "ami"} <= set(row) and 1 / 3 <= row["acc"] <= 1
+        assert -1 <= row["tfidf_silhouette"] <= 1
+    by_embedding = max(epochs, key=lambda r: (r["silhouette"], -r["epoch"]))
+    assert summary["best_by_silhouette"]["epoch"] == by_embedding["epoch"]
+    best = max(epochs, key=lambda r: (r["tfidf_silhouette"], -r["epoch"]))
+    assert summary["selected_by"] == "tfidf_silhouette" and summary["selected"]["epoch"] == best["epoch"]
+    lost = summary["best_by_acc"]["acc"] - best["acc"]
+    assert summary["acc_lost_by_label_free_selection"] == pytest.approx(lost)
 
     table = pq.read_table(run_dir / "assignments.parquet").to_pydict()
     assert set(table) == {"id", "cluster", "label"} and len(table["id"]) == 24
@@ -93,8 +99,17 @@ def test_job_trains_clusters_reports_and_resumes(ray_session, tiny_encoder_dir, 
     assert "epoch 0: done before, skipped" in capsys.readouterr().out
     assert sorted((run_dir / "train" / "epoch_001").glob("checkpoint_*")) == checkpoints
     assert again["epochs"][1]["steps"] == 3
-    for key in ("silhouette", "acc", "nmi"):
+    for key in ("silhouette", "tfidf_silhouette", "acc", "nmi"):
         assert again["epochs"][1][key] == pytest.approx(epochs[1][key], abs=1e-6)
+
+    # an epoch scored before the TF-IDF silhouette existed gets it from its saved assignments
+    scores_file = run_dir / "epochs" / "epoch_000" / "scores.json"
+    old = json.loads(scores_file.read_text())
+    scores_file.write_text(json.dumps({k: v for k, v in old.items() if k != "tfidf_silhouette"}))
+    third = run_shuffle_divide(config.model_copy(update={"select_by": "silhouette"}))
+    assert third["epochs"][0]["tfidf_silhouette"] == pytest.approx(old["tfidf_silhouette"])
+    assert json.loads(scores_file.read_text())["tfidf_silhouette"] == pytest.approx(old["tfidf_silhouette"])
+    assert third["selected"]["epoch"] == third["best_by_silhouette"]["epoch"]
 
 
 def test_config_errors_name_the_setting(tmp_path, tiny_encoder_dir):
@@ -128,3 +143,10 @@ def test_untrained_encoder_only_with_epochs_zero_and_no_labels(tiny_encoder_dir,
     assert summary["best_by_acc"] is None and summary["model_path"] == str(tiny_encoder_dir)
     table = pq.read_table(tmp_path / "runs" / "sd" / "assignments.parquet")
     assert table.column_names == ["id", "cluster"] and table.num_rows == 12
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parents[2] / "configs").glob("shuffle_divide*.yaml")),
+                         ids=lambda p: p.name)
+def test_shipped_configs_are_valid(path):
+    config = load_config(ShuffleDivideConfig, path)
+    assert config.pair_method == "shuffle_divide" and config.documents.label_column == "label"

@@ -1,8 +1,8 @@
 """Documents for clustering: loading, cleaning, sentence splitting and the two positive-pair builders.
 
-Shuffle & Divide pairs: each document with enough sentences has its sentence order shuffled anew every
-epoch and is cut in half; the two halves are a positive pair. TF-IDF pairs: each document's positive is
-the other document with the highest TF-IDF cosine similarity.
+Shuffle & Divide pairs: each document's units (its words, as in the original method, or its sentences)
+are shuffled anew every epoch and cut in half; the two halves are a positive pair. TF-IDF pairs: each
+document's positive is the other document with the highest TF-IDF cosine similarity.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 
 
 Cleaning = Literal["none", "basic", "newsgroups"]
+ShuffleUnit = Literal["word", "sentence"]
 
 _URL = re.compile(r"(?:https?://|ftp://|www\.)\S+", re.IGNORECASE)
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
@@ -232,25 +233,44 @@ class SentenceSplitter:
 
 # ---------------------------------------------------------------- Shuffle & Divide pairs
 
-def shuffle_divide(sentences: Sequence[str], rng: np.random.Generator) -> tuple[str, str]:
-    """Shuffle the sentence order, cut in half (the first half is the shorter one for odd counts)."""
-    order = rng.permutation(len(sentences))
-    half = len(sentences) // 2
-    return (" ".join(sentences[i] for i in order[:half]), " ".join(sentences[i] for i in order[half:]))
+def split_words(texts: Sequence[str]) -> list[list[str]]:
+    """Whitespace-separated words of each text (punctuation stays attached, as the tokenizer sees it)."""
+    return [text.split() for text in texts]
 
 
-def shuffle_divide_pairs(sentences: Sequence[Sequence[str]], *, epoch: int, seed: int = 0,
-                         min_sentences: int = 4, ids: Sequence[str] | None = None) -> list[dict[str, str]]:
-    """One epoch's positive pairs: ``{anchor, positive, id}`` for every document with ≥ ``min_sentences``.
+def split_units(texts: Sequence[str], unit: ShuffleUnit) -> list[list[str]]:
+    """The units Shuffle & Divide shuffles: words, or sentences from ``SentenceSplitter``."""
+    if unit == "word":
+        return split_words(texts)
+    if unit == "sentence":
+        return SentenceSplitter().split_many(texts)
+    raise ValueError(f"unknown shuffle unit {unit!r}; expected 'word' or 'sentence'")
 
-    Each document draws from its own generator seeded by (seed + epoch, document index), so an epoch's
-    pairs are reproducible and independent of how the work is partitioned.
+
+def shuffle_divide(units: Sequence[str], rng: np.random.Generator) -> tuple[str, str]:
+    """Shuffle the units (words or sentences), cut in half (the first half is the shorter one for odd counts).
+
+    Shuffling before cutting makes each half a random sample of the whole document, so even a half the
+    encoder truncates still speaks of all of it, not only of its opening.
     """
-    if min_sentences < 2:
-        raise ValueError("min_sentences must be at least 2 so both halves are non-empty")
+    order = rng.permutation(len(units))
+    half = len(units) // 2
+    return (" ".join(units[i] for i in order[:half]), " ".join(units[i] for i in order[half:]))
+
+
+def shuffle_divide_pairs(units: Sequence[Sequence[str]], *, epoch: int, seed: int = 0, min_units: int = 4,
+                         ids: Sequence[str] | None = None) -> list[dict[str, str]]:
+    """One epoch's positive pairs: ``{anchor, positive, id}`` for every document with ≥ ``min_units`` units.
+
+    ``units`` holds each document's words or sentences. Each document draws from its own generator seeded
+    by (seed + epoch, document index), so an epoch's pairs are reproducible and independent of how the
+    work is partitioned.
+    """
+    if min_units < 2:
+        raise ValueError("min_units must be at least 2 so both halves are non-empty")
     pairs = []
-    for i, doc in enumerate(sentences):
-        if len(doc) < min_sentences:
+    for i, doc in enumerate(units):
+        if len(doc) < min_units:
             continue
         anchor, positive = shuffle_divide(doc, np.random.default_rng([seed + epoch, i]))
         pairs.append({"anchor": anchor, "positive": positive, "id": ids[i] if ids is not None else str(i)})
@@ -266,20 +286,25 @@ class TfidfNeighbours:
     label_agreement: float | None  # share of pairs whose two documents share a label
 
 
+def tfidf_matrix(texts: Sequence[str], *, max_features: int | None = 100_000, min_df: int = 2):
+    """Sparse (CSR) TF-IDF rows of the texts, L2-normalised (a dot product is a cosine); English stop words out."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vectorizer = TfidfVectorizer(sublinear_tf=True, stop_words="english", max_features=max_features,
+                                 min_df=min_df if len(texts) >= 10 * min_df else 1, dtype=np.float32)
+    return vectorizer.fit_transform(texts).tocsr()
+
+
 def tfidf_neighbours(texts: Sequence[str], *, labels: Sequence[str] | None = None, chunk_rows: int = 1024,
                      max_features: int | None = 100_000, min_df: int = 2) -> TfidfNeighbours:
     """Each document's nearest other document by TF-IDF cosine, computed ``chunk_rows`` rows at a time.
 
     Only a chunk × n block of similarities exists at once, never the n × n matrix.
     """
-    from sklearn.feature_extraction.text import TfidfVectorizer
-
     n = len(texts)
     if n < 2:
         raise ValueError("TF-IDF neighbours need at least two documents")
-    vectorizer = TfidfVectorizer(sublinear_tf=True, stop_words="english", max_features=max_features,
-                                 min_df=min_df if n >= 10 * min_df else 1, dtype=np.float32)
-    matrix = vectorizer.fit_transform(texts).tocsr()  # rows are L2-normalised, so a dot product is a cosine
+    matrix = tfidf_matrix(texts, max_features=max_features, min_df=min_df)
     transposed = matrix.T.tocsc()
     neighbour = np.empty(n, dtype=np.int64)
     similarity = np.empty(n, dtype=np.float32)

@@ -51,17 +51,19 @@ def ami(labels: Sequence[Any] | np.ndarray, clusters: Sequence[Any] | np.ndarray
     return float(adjusted_mutual_info_score(_codes(labels), _codes(clusters)))
 
 
-def silhouette(embeddings: np.ndarray, clusters: Sequence[Any] | np.ndarray, *,
+def silhouette(embeddings: Any, clusters: Sequence[Any] | np.ndarray, *,
                sample_size: int | None = 5000, seed: int = 0) -> float:
     """Mean cosine silhouette; on a random ``sample_size`` rows when there are more (it is O(n²)).
 
-    NaN when the score is undefined: fewer than two clusters, or every row its own cluster.
+    ``embeddings`` is a dense array or a scipy sparse matrix (e.g. TF-IDF rows). NaN when the score is
+    undefined: fewer than two clusters, or every row its own cluster.
     """
+    import scipy.sparse
     from sklearn.metrics import silhouette_score
 
-    x = np.asarray(embeddings, dtype=np.float32)
+    x = embeddings.tocsr() if scipy.sparse.issparse(embeddings) else np.asarray(embeddings, dtype=np.float32)
     c = _codes(clusters)
-    if x.ndim != 2 or len(x) != len(c):
+    if x.ndim != 2 or x.shape[0] != len(c):
         raise ValueError(f"embeddings {x.shape} do not match {len(c)} cluster assignments")
     n_clusters = len(np.unique(c))
     if n_clusters < 2 or n_clusters >= len(c):

@@ -1,10 +1,11 @@
 """Shuffle & Divide: train a document encoder without labels, cluster with spherical k-means every epoch.
 
 Epoch 0 is the encoder before training. Every later epoch builds fresh positive pairs (Shuffle & Divide
-re-shuffles each document's sentences; TF-IDF pairs stay fixed), runs one epoch of the shared Ray Train
-loop from the previous epoch's model, encodes every document, clusters, and scores. The epoch with the
-best silhouette (no labels needed) gives the final model and assignments. An epoch whose ``scores.json``
-exists is not redone, so a stopped run picks up where it was.
+re-shuffles each document's sentences or words; TF-IDF pairs stay fixed), runs one epoch of the shared
+Ray Train loop from the previous epoch's model, encodes every document, clusters, and scores. The epoch
+with the best silhouette (no labels needed; by default measured in the documents' TF-IDF space, which
+training does not move, so epochs compare fairly) gives the final model and assignments. An epoch whose
+``scores.json`` exists is not redone, so a stopped run picks up where it was.
 """
 
 from __future__ import annotations
@@ -34,20 +35,22 @@ from contrastext.config import (
 from contrastext.data.documents import (
     Cleaning,
     Documents,
-    SentenceSplitter,
+    ShuffleUnit,
     clean_documents,
     load_documents,
     shuffle_divide_pairs,
+    split_units,
+    tfidf_matrix,
     tfidf_neighbours,
     tfidf_pairs,
 )
 from contrastext.manifest import file_checksum, write_json_atomic, write_manifest
-from contrastext.metrics.clustering import clustering_scores
+from contrastext.metrics.clustering import clustering_scores, silhouette
 from contrastext.report import format_table
 
 
 DATA_ENV = "CONTRASTEXT_DATA"
-_SCORE_KEYS = ("silhouette", "acc", "nmi", "ami")
+_SCORE_KEYS = ("silhouette", "tfidf_silhouette", "acc", "nmi", "ami")
 
 
 def _default_train() -> TrainConfig:
@@ -83,10 +86,17 @@ class ShuffleDivideConfig(Settings):
     train_documents: DocumentSource | None = Field(
         None, description="texts to train on (labels unused); None: the documents that are clustered")
     pair_method: Literal["shuffle_divide", "tfidf"] = "shuffle_divide"
-    min_sentences: int = Field(4, ge=2, description="Shuffle & Divide trains on documents with this many sentences")
+    shuffle_unit: ShuffleUnit = Field(
+        "sentence", description="what Shuffle & Divide shuffles before cutting a document in half: sentence, "
+                                "or word (each half a bag of words sampled from the whole document)")
+    min_units: int = Field(4, ge=2, description="Shuffle & Divide trains on documents with at least this many "
+                                                "units (words or sentences)")
     tfidf_chunk_rows: int = Field(1024, ge=1, description="rows of the TF-IDF similarity computed at once")
     epochs: int = Field(5, ge=0, description="training epochs after epoch 0 (the untrained encoder)")
     k: int | None = Field(None, ge=2, description="clusters; None: the number of distinct labels")
+    select_by: Literal["tfidf_silhouette", "silhouette"] = Field(
+        "tfidf_silhouette", description="label-free choice of the epoch: the clusters' cosine silhouette in the "
+        "documents' TF-IDF space (fixed, so epochs compare fairly) or in the epoch's own embedding space")
     kmeans_niter: int = Field(25, ge=1)
     kmeans_nredo: int = Field(5, ge=1, description="k-means restarts; the tightest is kept")
     encode_max_length: int = Field(256, gt=0, description="tokens per document when encoding for clustering")
@@ -162,6 +172,15 @@ def _cluster_and_score(embeddings: np.ndarray, docs: Documents, k: int,
     return result.assignments, scores
 
 
+def _tfidf_silhouette(assignments: np.ndarray, reference, config: ShuffleDivideConfig) -> float:
+    """The clusters' cosine silhouette in the documents' TF-IDF space, the same space for every epoch.
+
+    An embedding-space silhouette also moves because training reshapes the space (contrastive training
+    can tighten document-level clumps while topics split), so it can rise as the clustering gets worse.
+    """
+    return silhouette(reference, assignments, sample_size=config.silhouette_sample_size, seed=config.train.seed)
+
+
 def _prepare_training(train_docs: Documents, state: dict[str, Any], config: ShuffleDivideConfig,
                       timings: dict[str, float]) -> dict[str, Any]:
     """What every epoch's pairs come from (sentences or TF-IDF neighbours), and Ray; returns pair stats."""
@@ -176,14 +195,14 @@ def _prepare_training(train_docs: Documents, state: dict[str, Any], config: Shuf
         stats.update(pairs=len(train_docs), label_agreement=neighbours.label_agreement,
                      mean_similarity=float(neighbours.similarity.mean()))
     else:
-        state["sentences"] = SentenceSplitter().split_many(train_docs.texts)
-        counts = np.array([len(s) for s in state["sentences"]])
-        stats.update(pairs=int((counts >= config.min_sentences).sum()),
-                     documents_too_short=int((counts < config.min_sentences).sum()),
-                     median_sentences=float(np.median(counts)))
+        state["units"] = split_units(train_docs.texts, config.shuffle_unit)
+        counts = np.array([len(u) for u in state["units"]])
+        stats.update(unit=config.shuffle_unit, pairs=int((counts >= config.min_units).sum()),
+                     documents_too_short=int((counts < config.min_units).sum()),
+                     median_units=float(np.median(counts)))
     if not stats["pairs"]:
-        raise ValueError(f"no training pairs: no training document has {config.min_sentences} sentences "
-                         f"(set `min_sentences` lower or use pair_method=tfidf)")
+        raise ValueError(f"no training pairs: no training document has {config.min_units} "
+                         f"{config.shuffle_unit}s (set `min_units` lower or use pair_method=tfidf)")
     timings["pairs"] = time.perf_counter() - t
     print(f"[shuffle_divide] pairs: {stats}", flush=True)
     init_ray(config.ray)
@@ -194,8 +213,8 @@ def _epoch_pairs(epoch: int, train_docs: Documents, state: dict[str, Any],
                  config: ShuffleDivideConfig) -> list[dict[str, str]]:
     if config.pair_method == "tfidf":
         return state["tfidf_pairs"]
-    return shuffle_divide_pairs(state["sentences"], epoch=epoch, seed=config.train.seed,
-                                min_sentences=config.min_sentences, ids=train_docs.ids)
+    return shuffle_divide_pairs(state["units"], epoch=epoch, seed=config.train.seed,
+                                min_units=config.min_units, ids=train_docs.ids)
 
 
 def _train_epoch(epoch: int, previous_model: str, pairs: list[dict[str, str]], run_dir: Path,
@@ -253,12 +272,24 @@ def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
 
     rows: list[dict[str, Any]] = []
     model = config.train.encoder.model
+    cache: dict[str, Any] = {}
+
+    def reference() -> Any:
+        """The documents' TF-IDF rows, built on first use (a run whose epochs are all scored skips it)."""
+        if "tfidf" not in cache:
+            cache["tfidf"] = tfidf_matrix(docs.texts)
+        return cache["tfidf"]
+
     for epoch in range(config.epochs + 1):
         epoch_dir = _epoch_dir(run_dir, epoch)
         scores_file = epoch_dir / "scores.json"
         if scores_file.is_file():
             row = json.loads(scores_file.read_text())
             print(f"[shuffle_divide] epoch {epoch}: done before, skipped", flush=True)
+            if "tfidf_silhouette" not in row:  # scored before this score existed
+                row["tfidf_silhouette"] = _tfidf_silhouette(np.load(epoch_dir / "assignments.npy"),
+                                                            reference(), config)
+                write_json_atomic(scores_file, row)
         else:
             epoch_dir.mkdir(parents=True, exist_ok=True)
             row = {"epoch": epoch}
@@ -277,6 +308,7 @@ def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
             epoch_model = str(epoch_dir / "model") if epoch > 0 else model
             embeddings = _encode(epoch_model, docs.texts, config)
             assignments, scores = _cluster_and_score(embeddings, docs, k, config)
+            scores["tfidf_silhouette"] = _tfidf_silhouette(assignments, reference(), config)
             row.update(scores, model=epoch_model, encode_cluster_s=time.perf_counter() - t)
             np.save(epoch_dir / "embeddings.npy", embeddings)
             np.save(epoch_dir / "assignments.npy", assignments)
@@ -286,16 +318,16 @@ def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
             f"{key} {row[key]:.4f}" for key in ("loss", *_SCORE_KEYS) if row.get(key) is not None), flush=True)
         model = row["model"]
         if not config.keep_epoch_models:
-            _drop_stale_models(run_dir, rows)
+            _drop_stale_models(run_dir, rows, config.select_by)
 
     summary = _finish(rows, docs, docs_path, train_path, train_docs, k, pair_stats, run_dir, config,
                       timings, started)
     return summary
 
 
-def _drop_stale_models(run_dir: Path, rows: list[dict[str, Any]]) -> None:
-    """Delete epoch models that are neither the best so far by silhouette nor the next epoch's start."""
-    best = _best(rows, "silhouette")
+def _drop_stale_models(run_dir: Path, rows: list[dict[str, Any]], select_by: str) -> None:
+    """Delete epoch models that are neither the best so far by ``select_by`` nor the next epoch's start."""
+    best = _best(rows, select_by)
     keep = {rows[-1]["epoch"], best["epoch"] if best else None}
     for row in rows[1:]:
         if row["epoch"] not in keep:
@@ -316,8 +348,9 @@ def _finish(rows: list[dict[str, Any]], docs: Documents, docs_path: Path, train_
     from contrastext import plots
 
     t = time.perf_counter()
-    best = _best(rows, "silhouette") or rows[-1]
+    best = _best(rows, config.select_by) or rows[-1]
     best_acc = _best(rows, "acc")
+    best_silhouette = _best(rows, "silhouette") or rows[-1]
     best_dir = _epoch_dir(run_dir, best["epoch"])
     embeddings = np.load(best_dir / "embeddings.npy")
     assignments = np.load(best_dir / "assignments.npy")
@@ -360,7 +393,10 @@ def _finish(rows: list[dict[str, Any]], docs: Documents, docs_path: Path, train_
         "k": k,
         "pairs": pair_stats,
         "epochs": rows,
-        "best_by_silhouette": {"epoch": best["epoch"], **{key: best.get(key) for key in _SCORE_KEYS}},
+        "selected_by": config.select_by,
+        "selected": {"epoch": best["epoch"], **{key: best.get(key) for key in _SCORE_KEYS}},
+        "best_by_silhouette": {"epoch": best_silhouette["epoch"],
+                               **{key: best_silhouette.get(key) for key in _SCORE_KEYS}},
         "best_by_acc": ({"epoch": best_acc["epoch"], **{key: best_acc.get(key) for key in _SCORE_KEYS}}
                         if best_acc else None),
         "model_path": str(model_dir) if best["epoch"] > 0 else config.train.encoder.model,
@@ -384,21 +420,22 @@ def summary_table(summary: dict[str, Any]) -> str:
     keys = [key for key in _SCORE_KEYS if any(r.get(key) is not None for r in summary["epochs"])]
     rows = []
     for r in summary["epochs"]:
-        chosen = "*" if r["epoch"] == summary["best_by_silhouette"]["epoch"] else ""
+        chosen = "*" if r["epoch"] == summary["selected"]["epoch"] else ""
         rows.append([r["epoch"], chosen, r.get("loss") if r.get("loss") is not None else "-",
                      *[r.get(key) if r.get(key) is not None else "-" for key in keys]])
     return format_table(rows, headers=["epoch", "chosen", "train loss", *keys])
 
 
 def _write_report(run_dir: Path, summary: dict[str, Any], table: str, *figures: Path | None) -> None:
-    best, best_acc = summary["best_by_silhouette"], summary["best_by_acc"]
+    best, best_acc = summary["selected"], summary["best_by_acc"]
     lines = [
         "# Shuffle & Divide clustering", "",
         f"- documents: {summary['documents']['count']} from `{summary['documents']['path']}` "
         f"(skipped: {summary['documents']['skipped'] or 'none'})",
         f"- trained on: {summary['train_documents']['count']} documents from "
         f"`{summary['train_documents']['path']}`; pairs: {summary['pairs']}",
-        f"- k = {summary['k']}; epoch chosen by silhouette: {best['epoch']} (column `chosen`)",
+        f"- k = {summary['k']}; epoch chosen by {summary['selected_by']}: {best['epoch']} (column `chosen`); "
+        f"best by embedding silhouette: {summary['best_by_silhouette']['epoch']}",
     ]
     if best_acc is not None:
         lines.append(f"- best epoch by ACC: {best_acc['epoch']} (ACC {best_acc['acc']:.4f}); label-free "
