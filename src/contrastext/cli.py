@@ -36,6 +36,8 @@ JOBS: dict[str, Job] = {
     "shuffle_divide": Job("contrastext.pipelines.shuffle_divide:ShuffleDivideConfig",
                           "contrastext.pipelines.shuffle_divide:run_shuffle_divide",
                           "unsupervised document encoder (Shuffle & Divide) + spherical k-means clustering"),
+    "uctopic": Job("contrastext.uctopic.config:UCTopicConfig", "contrastext.uctopic.job:run_uctopic",
+                   "UCTopic phrase encoder: pretrain / finetune (CCL) / mine topics / evaluate (set stage=...)"),
     "supcon_classify": Job("contrastext.pipelines.supcon_classify:SupconClassifyConfig",
                            "contrastext.pipelines.supcon_classify:run_supcon_classify",
                            "classifier trained with focal loss + supervised NT-Xent"),

@@ -65,8 +65,9 @@ class ClassifierConfig(Settings):
 
 
 class TrainConfig(Settings):
-    objective: Literal["embedding", "classify"] = Field(
-        "embedding", description="embedding: pair or supcon loss on the encoder; classify: encoder + linear head")
+    objective: Literal["embedding", "classify", "phrase"] = Field(
+        "embedding", description="embedding: pair or supcon loss on the encoder; classify: encoder + linear head; "
+                                 "phrase: span-pooled phrase pairs (contrastext.uctopic)")
     classifier: ClassifierConfig = Field(default_factory=ClassifierConfig)
     encoder: EncoderConfig = Field(default_factory=EncoderConfig)
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)

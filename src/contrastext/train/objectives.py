@@ -8,6 +8,8 @@ An objective is chosen by ``TrainConfig.objective``:
   λ·supervised NT-Xent, on class-balanced batches (k same-label rows per group). The batches are
   planned over the whole dataset, so every worker reads all of it (sorted, so the plan is the same on
   every worker) and ``ClassBalancedBatchSampler`` deals each worker its own disjoint groups.
+* ``phrase`` — a ``PhraseEncoder`` (span pooling) trained on pairs of phrase mentions; defined in
+  ``contrastext.uctopic.objective``.
 
 The loop calls ``build_model`` (the checkpoint's model folder when resuming), ``param_groups``,
 ``batches`` and ``loss``; a checkpoint saves the module ``build_model`` returned (``module.save``).
@@ -239,4 +241,8 @@ OBJECTIVES: dict[str, type[Objective]] = {"embedding": EmbeddingObjective, "clas
 
 
 def build_objective(config: TrainConfig) -> Objective:
+    if config.objective == "phrase":
+        from contrastext.uctopic.objective import PhraseObjective
+
+        return PhraseObjective(config)
     return OBJECTIVES[config.objective](config)

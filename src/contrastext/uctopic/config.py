@@ -1,0 +1,142 @@
+"""Configuration of the UCTopic job: one model, four stages (pretrain, finetune, mine, evaluate)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from contrastext.config import (EncoderConfig, LossConfig, OptimizerConfig, OutputConfig, RayConfig, Settings,
+                                TrainConfig)
+from contrastext.models.resolve import DEFAULT_MODEL
+
+Stage = Literal["pretrain", "finetune", "mine", "evaluate"]
+TopicCount = int | Literal["auto"]
+
+
+class PretrainSettings(Settings):
+    """Pairs of sentences whose links point to the same page (or carry the same anchor text)."""
+
+    dump: str | None = Field(None, description="Wikipedia XML dump (.xml, .bz2, .gz); None: the sample dump "
+                                               "found by contrastext.data.samples")
+    pages: str | None = Field(None, description="instead of a dump: parquet/jsonl pages with 'text' and 'links' "
+                                                "(build_corpus with links: true)")
+    max_pages: int | None = Field(None, ge=1)
+    keep_probability: float = Field(0.5, ge=0, le=1, description="chance that one mention of a pair stays unmasked")
+    max_pairs_per_key: int = Field(20, ge=1, description="pairs per link target / anchor text (frequent pages "
+                                                         "would otherwise dominate)")
+    by_mention: bool = Field(True, description="also pair sentences whose links share the anchor text")
+    max_pairs: int | None = Field(None, ge=1)
+    min_sentence_words: int = Field(4, ge=1, description="shorter 'sentences' (headings, list items) are skipped")
+
+
+class EntityEvalSettings(Settings):
+    """Entity clustering on a CoNLL-style file: k-means of the entity vectors against their gold types."""
+
+    conll: str | None = Field(None, description="CoNLL-2003-style file; None: no entity clustering evaluation")
+    labels: list[str] = Field(default_factory=lambda: ["PER", "LOC", "ORG"])
+    k: int | None = Field(None, ge=2, description="clusters; None: the number of labels")
+    max_instances: int | None = Field(None, ge=2, description="a seeded sample of the entities")
+    nredo: int = Field(3, ge=1, description="k-means restarts (the best inertia is kept)")
+    before: bool = Field(True, description="training stages: also score the starting model")
+
+
+class NgramSettingsConfig(Settings):
+    max_n: int = Field(3, ge=1, le=6)
+    min_count: int = Field(2, ge=1)
+    min_npmi: float = Field(0.3, ge=-1, le=1)
+    max_vocabulary: int = Field(5000, ge=1)
+
+
+class PhraseSource(Settings):
+    """Phrase instances of a target collection: CoNLL entities, or candidate phrases of documents."""
+
+    conll: str | None = Field(None, description="CoNLL-style file: its entities are the phrases")
+    labels: list[str] = Field(default_factory=lambda: ["PER", "LOC", "ORG"], description="CoNLL types kept")
+    documents: str | None = Field(None, description="a file (jsonl/csv/parquet/txt: one document a line) or a "
+                                                    "folder of such files / .txt documents")
+    text_column: str = "text"
+    title_column: str | None = Field(None, description="prepended to the text as its first sentence")
+    max_documents: int | None = Field(None, ge=1)
+    extractor: Literal["auto", "spacy", "ngram"] = Field(
+        "auto", description="auto: spaCy noun chunks + entities when a model package is installed, else n-grams")
+    spacy_model: str = "en_core_web_sm"
+    ngram: NgramSettingsConfig = Field(default_factory=NgramSettingsConfig)
+    max_instances: int | None = Field(None, ge=2, description="a seeded sample of the instances")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "PhraseSource":
+        if self.conll and self.documents:
+            raise ValueError("give either conll or documents, not both")
+        return self
+
+
+class TopicSettings(Settings):
+    n_topics: TopicCount = Field("auto", description="a number, or auto: the best silhouette in k_min..k_max")
+    k_min: int = Field(2, ge=2)
+    k_max: int = Field(10, ge=2)
+    top_phrases: int = Field(10, ge=1)
+    min_phrase_count: int = Field(2, ge=1, description="top phrases are drawn from phrases seen this often "
+                                                       "(all phrases when a topic has none)")
+    temperature: float = Field(0.05, gt=0, description="softmax temperature of p(topic | instance)")
+
+
+class FinetuneSettings(Settings):
+    """Cluster-assisted contrastive learning (CCL) on the target collection."""
+
+    data: PhraseSource = Field(default_factory=PhraseSource)
+    topics: TopicSettings = Field(default_factory=lambda: TopicSettings(n_topics=3))
+    central_fraction: float = Field(0.2, gt=0, le=1, description="t: the share of each cluster closest to its "
+                                                                 "centroid that gets a pseudo label")
+    pairs_per_instance: int = Field(1, ge=1)
+    positives: Literal["mention", "topic"] = Field(
+        "mention", description="mention: two instances of one mention (UCTopic); topic: instances of two "
+                               "mentions with the same pseudo label")
+    mask_keep_probability: float | None = Field(
+        None, ge=0, le=1, description="mask the mentions as in pretraining, one kept visible with this "
+                                      "probability; None: no masking")
+
+
+class MineSettings(Settings):
+    data: PhraseSource = Field(default_factory=PhraseSource)
+    topics: TopicSettings = Field(default_factory=TopicSettings)
+    plot: bool = Field(True, description="a 2-D map of the phrase instances coloured by topic")
+
+
+def _default_train() -> TrainConfig:
+    return TrainConfig(objective="phrase", batch_size=32, epochs=1, checkpoint_every_steps=None,
+                       optimizer=OptimizerConfig(lr=5e-5, warmup_ratio=0.1),
+                       loss=LossConfig(name="mnr", params={"temperature": 0.05}), log_every_steps=10,
+                       encoder=EncoderConfig(max_length=64))
+
+
+class UCTopicConfig(Settings):
+    """``stage`` picks the work; ``model`` is the phrase encoder it starts from (pretrain, finetune) or uses."""
+
+    stage: Stage = "mine"
+    model: str = Field(DEFAULT_MODEL, description="bundled:minilm, a folder written by pretrain/finetune, or any "
+                                                  "encoder folder; sets train.encoder.model")
+    max_length: int = Field(64, gt=0, description="tokens per sentence; sets train.encoder.max_length")
+    encode_batch_size: int = Field(64, ge=1)
+    seed: int = 0
+    pretrain: PretrainSettings = Field(default_factory=PretrainSettings)
+    finetune: FinetuneSettings = Field(default_factory=FinetuneSettings)
+    mine: MineSettings = Field(default_factory=MineSettings)
+    evaluation: EntityEvalSettings = Field(default_factory=EntityEvalSettings)
+    train: TrainConfig = Field(default_factory=_default_train)
+    output: OutputConfig = Field(default_factory=lambda: OutputConfig(name="uctopic"))
+    ray: RayConfig = Field(default_factory=RayConfig)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "UCTopicConfig":
+        if self.train.objective != "phrase":
+            raise ValueError("train.objective must be 'phrase' for UCTopic")
+        for name in ("finetune", "mine"):
+            topics = getattr(self, name).topics
+            if topics.k_max < topics.k_min:
+                raise ValueError(f"{name}.topics: k_max ({topics.k_max}) < k_min ({topics.k_min})")
+        return self
+
+    def train_config(self) -> TrainConfig:
+        encoder = self.train.encoder.model_copy(update={"model": self.model, "max_length": self.max_length})
+        return self.train.model_copy(update={"encoder": encoder})

@@ -1,0 +1,165 @@
+"""PhraseEncoder: a transformer encodes the sentence; the phrase is the mean of its span's token states."""
+
+from __future__ import annotations
+
+import json
+import os
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from contrastext.models.encoder import TextEncoder, pick_device
+from contrastext.models.resolve import DEFAULT_MODEL, resolve_model_path
+from contrastext.uctopic.phrases import PhraseInstance
+
+PHRASE_CONFIG = "phrase_encoder.json"
+# characters kept either side of a span when a sentence is longer than the token limit allows
+_CHARS_PER_TOKEN = 4
+
+Span = tuple[str, int, int]  # (sentence, start, end) in characters
+
+
+class PhraseEncoder(nn.Module):
+    """Context-aware phrase vectors: ``mean(token states of the span's tokens)`` of the encoded sentence.
+
+    With ``mask`` the span's tokens are replaced by the tokenizer's mask token, so the vector comes from the
+    context alone (UCTopic pretraining). The folder it saves is the encoder's sentence-transformers folder
+    plus ``phrase_encoder.json``; any encoder folder loads as a phrase encoder.
+    """
+
+    def __init__(self, encoder: TextEncoder):
+        super().__init__()
+        self.encoder = encoder
+        if encoder.tokenizer.mask_token_id is None:
+            raise ValueError("the tokenizer has no mask token; phrase masking needs one")
+
+    @classmethod
+    def from_pretrained(cls, spec: str | os.PathLike[str] = DEFAULT_MODEL, *, max_length: int | None = None,
+                        device: str | torch.device | None = None, allow_download: bool = False) -> "PhraseEncoder":
+        folder = resolve_model_path(spec, allow_download=allow_download)
+        encoder = TextEncoder.from_pretrained(folder, max_length=max_length, device="cpu")
+        return cls(encoder).to(pick_device(device)).eval()
+
+    load = from_pretrained
+
+    @property
+    def transformer(self) -> nn.Module:
+        return self.encoder.transformer
+
+    @property
+    def tokenizer(self):
+        return self.encoder.tokenizer
+
+    @property
+    def max_length(self) -> int:
+        return self.encoder.max_length
+
+    @property
+    def device(self) -> torch.device:
+        return self.encoder.device
+
+    @property
+    def embedding_dimension(self) -> int:
+        return self.encoder.embedding_dimension
+
+    # ---------------------------------------------------------------- features
+    def tokenize(self, spans: Sequence[Span | PhraseInstance], mask: Sequence[bool] | None = None,
+                 max_length: int | None = None) -> dict[str, torch.Tensor]:
+        """Tokenised sentences plus ``span_mask`` [B, T] (1 on the span's tokens)."""
+        max_length = max_length or self.max_length
+        window = max_length * _CHARS_PER_TOKEN
+        texts, bounds = [], []
+        for item in spans:
+            sentence, start, end = (item.sentence, item.start, item.end) if isinstance(item, PhraseInstance) else item
+            if not 0 <= start < end <= len(sentence):
+                raise ValueError(f"span [{start}, {end}) is outside a sentence of {len(sentence)} characters")
+            if len(sentence) > window:  # keep the span and its nearest context inside the token limit
+                left = max(0, min(start - (window - (end - start)) // 2, len(sentence) - window))
+                sentence, start, end = sentence[left:left + window], start - left, end - left
+                end = min(end, len(sentence))
+            texts.append(sentence.lower() if self.encoder.do_lower_case else sentence)
+            bounds.append((start, end))
+        features = self.tokenizer(texts, padding=True, truncation=True, max_length=max_length,
+                                  return_offsets_mapping=True, return_tensors="pt")
+        offsets = features.pop("offset_mapping")
+        tok_start, tok_end = offsets[..., 0], offsets[..., 1]
+        starts = torch.tensor([b[0] for b in bounds])[:, None]
+        ends = torch.tensor([b[1] for b in bounds])[:, None]
+        span_mask = (tok_end > tok_start) & (tok_start < ends) & (tok_end > starts)
+        empty = ~span_mask.any(dim=1)
+        if empty.any():  # the span fell past the token limit: the sentence's tokens stand in for it
+            span_mask[empty] = features["attention_mask"][empty].bool()
+        if mask is not None:
+            masked = torch.tensor(list(mask), dtype=torch.bool)[:, None] & span_mask & ~empty[:, None]
+            features["input_ids"] = features["input_ids"].masked_fill(masked, self.tokenizer.mask_token_id)
+        features["span_mask"] = span_mask.long()
+        return dict(features)
+
+    def forward(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        inputs = {k: v for k, v in features.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        states = self.encoder.transformer(**inputs).last_hidden_state.float()
+        weights = features["span_mask"].unsqueeze(-1).to(states.dtype)
+        return (states * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
+
+    # ---------------------------------------------------------------- inference
+    @torch.inference_mode()
+    def encode(self, spans: Sequence[Span | PhraseInstance], batch_size: int = 64, *, mask: bool = False,
+               normalize: bool = True, max_length: int | None = None, show_progress: bool = False) -> np.ndarray:
+        """Phrase vectors [N, D] float32 in input order (length-sorted batches, bf16 autocast on GPU).
+
+        Unmasked spans of the same sentence share one forward pass of that sentence.
+        """
+        items = [(s.sentence, s.start, s.end) if isinstance(s, PhraseInstance) else tuple(s) for s in spans]
+        out = np.empty((len(items), self.embedding_dimension), dtype=np.float32)
+        if not items:
+            return out
+        # one "unit" per forward row: a masked span alone, or every unmasked span of one sentence
+        units: dict[object, list[int]] = {}
+        for i, (sentence, _, _) in enumerate(items):
+            units.setdefault(i if mask else sentence, []).append(i)
+        groups = sorted(units.values(), key=lambda g: -len(items[g[0]][0]))
+        was_training = self.training
+        self.eval()
+        use_bf16 = self.device.type == "cuda" and self.encoder.bf16_on_gpu
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else nullcontext()
+        done = 0
+        try:
+            for b in range(0, len(groups), batch_size):
+                chunk = groups[b:b + batch_size]
+                rows = [i for g in chunk for i in g]
+                features = self.tokenize([items[i] for i in rows], [mask] * len(rows), max_length)
+                # rows of one sentence tokenise identically: run the transformer once per sentence
+                first = np.cumsum([0] + [len(g) for g in chunk[:-1]])
+                inputs = {k: v[first].to(self.device) for k, v in features.items() if k != "span_mask"}
+                with autocast:
+                    states = self.encoder.transformer(**inputs).last_hidden_state.float()
+                owner = torch.tensor(np.repeat(np.arange(len(chunk)), [len(g) for g in chunk]), device=self.device)
+                weights = features["span_mask"].to(self.device).unsqueeze(-1).float()
+                vectors = (states[owner] * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
+                if normalize:
+                    vectors = F.normalize(vectors, dim=1)
+                out[rows] = vectors.cpu().numpy()
+                done += len(rows)
+                if show_progress:
+                    import sys
+
+                    sys.stderr.write(f"\rphrases encoded {done}/{len(items)}")
+            if show_progress:
+                import sys
+
+                sys.stderr.write("\n")
+        finally:
+            self.train(was_training)
+        return out
+
+    # ---------------------------------------------------------------- persistence
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        target = self.encoder.save(path)
+        layout = {"pooling": "span_mean", "mask_token": self.tokenizer.mask_token}
+        (target / PHRASE_CONFIG).write_text(json.dumps(layout, indent=2))
+        return target

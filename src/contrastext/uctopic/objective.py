@@ -1,0 +1,112 @@
+"""The phrase objective of the shared training loop: a PhraseEncoder trained on pairs of phrase mentions.
+
+Rows (see :func:`contrastext.uctopic.phrases.positive_pairs`): ``anchor``/``positive`` sentences with
+``*_start``/``*_end`` character spans and ``*_mask`` flags, a ``key`` that no two rows of a batch share,
+and a ``topic`` pseudo label (-1: none; >= 0: CCL, same-topic rows are not negatives of each other).
+The loss is :class:`~contrastext.uctopic.loss.PhraseContrastiveLoss`; ``train.loss.params`` may set
+``temperature`` (0.05), ``symmetric`` and ``gather_across_workers``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+from torch import nn
+
+from contrastext.config import TrainConfig
+from contrastext.train.batches import READ_BATCH_ROWS, SkippedRows, valid_text
+from contrastext.train.objectives import Objective, freeze_unused_pooler
+from contrastext.train.samplers import iter_no_duplicate_batches
+
+PAIR_COLUMNS = ("anchor", "anchor_start", "anchor_end", "anchor_mask",
+                "positive", "positive_start", "positive_end", "positive_mask", "key", "topic")
+
+
+def _span(text: Any, start: Any, end: Any) -> tuple[str, int, int] | None:
+    if not valid_text(text):
+        return None
+    try:
+        s, e = int(start), int(end)
+    except (TypeError, ValueError):
+        return None
+    return (str(text), s, e) if 0 <= s < e <= len(text) else None
+
+
+def phrase_rows(batch: dict[str, Any], skipped: SkippedRows) -> Iterator[tuple]:
+    missing = [c for c in PAIR_COLUMNS[:-2] if c not in batch]
+    if missing:
+        raise KeyError(f"phrase training data has no column(s) {missing}; it has {sorted(batch)}")
+    n = len(batch["anchor"])
+    keys = batch.get("key", [None] * n)
+    topics = batch.get("topic", [-1] * n)
+    for i in range(n):
+        anchor = _span(batch["anchor"][i], batch["anchor_start"][i], batch["anchor_end"][i])
+        positive = _span(batch["positive"][i], batch["positive_start"][i], batch["positive_end"][i])
+        if anchor is None:
+            skipped.add("anchor: empty text or span outside it")
+        elif positive is None:
+            skipped.add("positive: empty text or span outside it")
+        else:
+            topic = topics[i]
+            topic = int(topic) if topic is not None and np.isfinite(topic) else -1
+            key = str(keys[i]) if keys[i] is not None else f"{anchor[0][anchor[1]:anchor[2]].lower()}"
+            yield (anchor, bool(batch["anchor_mask"][i]), positive, bool(batch["positive_mask"][i]), key, topic)
+
+
+class PhraseObjective(Objective):
+    def __init__(self, config: TrainConfig):
+        from contrastext.uctopic.loss import PhraseContrastiveLoss
+
+        super().__init__(config)
+        if config.loss.name != "mnr":
+            raise ValueError("objective 'phrase' trains with in-batch negatives: set train.loss.name to 'mnr' "
+                             "(train.loss.params: temperature, symmetric, gather_across_workers)")
+        self.loss_fn = PhraseContrastiveLoss(**config.loss.params)
+        self.encoder = None
+
+    def build_model(self, model_spec: str, resuming: bool) -> nn.Module:
+        from contrastext.uctopic.encoder import PhraseEncoder
+
+        enc = self.config.encoder
+        self.encoder = PhraseEncoder.from_pretrained(model_spec, max_length=enc.max_length, device="cpu",
+                                                     allow_download=enc.allow_download)
+        self.encoder.train()
+        freeze_unused_pooler(self.encoder.transformer)
+        return self.encoder
+
+    def batches(self, shard, epoch: int, rank: int, world: int, skipped: SkippedRows) -> Iterator[list[tuple]]:
+        config = self.config
+        shuffle = config.shuffle_buffer_rows or None
+
+        def rows() -> Iterator[tuple]:
+            seed = (config.seed + 7919 * epoch + rank) if shuffle else None
+            for batch in shard.iter_batches(batch_size=READ_BATCH_ROWS, batch_format="numpy",
+                                            local_shuffle_buffer_size=shuffle, local_shuffle_seed=seed):
+                yield from phrase_rows(batch, skipped)
+
+        if config.no_duplicates:
+            return iter_no_duplicate_batches(rows(), config.batch_size, key=lambda row: (row[4],))
+        return _plain_batches(rows(), config.batch_size)
+
+    def loss(self, model, batch, device, autocast) -> torch.Tensor:
+        spans = [row[0] for row in batch] + [row[2] for row in batch]
+        masks = [row[1] for row in batch] + [row[3] for row in batch]
+        features = self.encoder.tokenize(spans, masks, self.config.encoder.max_length)
+        topics = torch.tensor([row[5] for row in batch], dtype=torch.long, device=device)
+        with autocast:
+            vectors = model({k: v.to(device) for k, v in features.items()}).float()
+        anchors, positives = vectors.split(len(batch))
+        return self.loss_fn(anchors, positives, topics)
+
+
+def _plain_batches(rows: Iterator[tuple], size: int) -> Iterator[list[tuple]]:
+    batch: list[tuple] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

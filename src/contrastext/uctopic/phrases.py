@@ -1,0 +1,276 @@
+"""Phrase instances — a sentence and a character span in it — from Wikipedia links, CoNLL files and documents.
+
+* Wikipedia: every ``[[Target|anchor]]`` link of a page becomes an instance of the sentence holding it,
+  keyed by its target page; two instances with the same target (or the same anchor text) are a positive pair.
+* CoNLL-style NER files: every entity is an instance, its type the gold label.
+* Raw documents: candidate phrases from :mod:`contrastext.uctopic.candidates`.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+_PARAGRAPH_BREAK = re.compile(r"\n\s*\n+")
+
+
+@dataclass
+class PhraseInstance:
+    """One mention: ``sentence[start:end]`` is the phrase; ``key`` groups mentions of the same thing."""
+
+    sentence: str
+    start: int
+    end: int
+    key: str
+    label: str | None = None  # gold type where the data has one (CoNLL)
+    document: int = -1  # index of the source document / page
+    offset: int = 0  # where the sentence starts in its document
+
+    @property
+    def phrase(self) -> str:
+        return self.sentence[self.start:self.end]
+
+
+@dataclass
+class SentenceSpan:
+    text: str
+    start: int  # character offset in the document
+    end: int
+
+
+class OffsetSentenceSplitter:
+    """Rule-based sentences (spaCy's blank English tokenizer + ``sentencizer``) that keep document offsets.
+
+    No statistical model is loaded; blank lines also end a sentence.
+    """
+
+    def __init__(self, max_sentence_chars: int = 1000) -> None:
+        import spacy
+
+        self._nlp = spacy.blank("en")
+        self._nlp.add_pipe("sentencizer")
+        self._nlp.max_length = 10_000_000
+        self.max_sentence_chars = max_sentence_chars
+
+    def split(self, text: str) -> list[SentenceSpan]:
+        return self.split_many([text])[0]
+
+    def split_many(self, texts: Sequence[str]) -> list[list[SentenceSpan]]:
+        paragraphs: list[tuple[int, int, str]] = []  # (document, offset, text)
+        for i, text in enumerate(texts):
+            position = 0
+            for match in list(_PARAGRAPH_BREAK.finditer(text)) + [None]:
+                end = match.start() if match else len(text)
+                if text[position:end].strip():
+                    paragraphs.append((i, position, text[position:end]))
+                position = match.end() if match else len(text)
+        out: list[list[SentenceSpan]] = [[] for _ in texts]
+        docs = self._nlp.pipe((p for _, _, p in paragraphs), batch_size=256)
+        for (i, offset, _), doc in zip(paragraphs, docs):
+            for sentence in doc.sents:
+                start, end = _strip_span(doc.text, sentence.start_char, sentence.end_char)
+                while start < end:  # over-long "sentences" (lists, tables) are cut at a space
+                    stop = _cut(doc.text, start, end, self.max_sentence_chars)
+                    s, e = _strip_span(doc.text, start, stop)
+                    if s < e:
+                        out[i].append(SentenceSpan(doc.text[s:e], offset + s, offset + e))
+                    start = stop
+        return out
+
+
+def _strip_span(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def _cut(text: str, start: int, end: int, limit: int) -> int:
+    if end - start <= limit:
+        return end
+    space = text.rfind(" ", start + 1, start + limit)
+    return space if space > start else start + limit
+
+
+# ------------------------------------------------------------------------------------------- Wikipedia
+
+def wiki_link_instances(pages: Iterable, splitter: OffsetSentenceSplitter | None = None,
+                        min_sentence_words: int = 4) -> Iterator[PhraseInstance]:
+    """Link mentions of pages (``contrastext.data.wikipedia.Page`` read with ``links=True``, or dict rows
+    with ``text`` and ``links`` [{target, start, end}]), one instance per link inside one sentence."""
+    from contrastext.data.wikitext import normalize_title
+
+    splitter = splitter or OffsetSentenceSplitter()
+    for number, page in enumerate(pages):
+        text = page["text"] if isinstance(page, dict) else page.text
+        links = page.get("links") if isinstance(page, dict) else page.links
+        if not text or not links:
+            continue
+        sentences = splitter.split(text)
+        starts = [s.start for s in sentences]
+        import bisect
+
+        for link in links:
+            target, start, end = ((link["target"], link["start"], link["end"]) if isinstance(link, dict)
+                                  else (link.target, link.start, link.end))
+            if not target or not 0 <= start < end <= len(text):
+                continue
+            k = bisect.bisect_right(starts, start) - 1
+            if k < 0:
+                continue
+            sentence = sentences[k]
+            if end > sentence.end or len(sentence.text.split()) < min_sentence_words:
+                continue  # a link across a sentence boundary, or a heading / list fragment
+            s, e = _strip_span(text, start, end)
+            if s >= e:
+                continue
+            yield PhraseInstance(sentence.text, s - sentence.start, e - sentence.start,
+                                 key=normalize_title(target), document=number, offset=sentence.start)
+
+
+@dataclass
+class PairStats:
+    instances: int = 0
+    keys_with_pairs: int = 0
+    pairs: int = 0
+    by_source: Counter = field(default_factory=Counter)
+
+
+def positive_pairs(instances: Sequence[PhraseInstance], *, keep_probability: float = 0.5,
+                   max_pairs_per_key: int = 20, by_mention: bool = True, seed: int = 0,
+                   stats: PairStats | None = None) -> list[dict]:
+    """Training rows of positive pairs: two different sentences mentioning the same target (or, with
+    ``by_mention``, the same anchor text). Both mentions are masked, except that with probability
+    ``keep_probability`` one of the two (chosen at random) is kept visible.
+
+    Row columns: ``anchor``, ``anchor_start``, ``anchor_end``, ``anchor_mask``, the same for ``positive``,
+    ``key`` (what the pair shares; no two rows of a batch share it) and ``topic`` (-1: none).
+    """
+    rng = random.Random(seed)
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, inst in enumerate(instances):
+        groups[("target", inst.key)].append(i)
+        if by_mention:
+            groups[("mention", inst.phrase.lower())].append(i)
+    seen: set[tuple[int, int]] = set()
+    rows: list[dict] = []
+    stats = stats if stats is not None else PairStats()
+    stats.instances = len(instances)
+    for (source, key), members in sorted(groups.items()):
+        candidates = [(a, b) for x, a in enumerate(members) for b in members[x + 1:]
+                      if instances[a].sentence != instances[b].sentence]
+        rng.shuffle(candidates)
+        taken = 0
+        for a, b in candidates:
+            if taken >= max_pairs_per_key:
+                break
+            if (a, b) in seen:
+                continue
+            seen.add((a, b))
+            taken += 1
+            rows.append(pair_row(instances[a], instances[b], rng, keep_probability, group=f"{source}:{key}"))
+        if taken:
+            stats.keys_with_pairs += 1
+            stats.by_source[source] += taken
+    rng.shuffle(rows)
+    stats.pairs = len(rows)
+    return rows
+
+
+def pair_row(a: PhraseInstance, b: PhraseInstance, rng: random.Random | None, keep_probability: float,
+             group: str, topic: int = -1) -> dict:
+    mask_a = mask_b = rng is not None
+    if rng is not None and rng.random() < keep_probability:
+        if rng.random() < 0.5:
+            mask_a = False
+        else:
+            mask_b = False
+    return {"anchor": a.sentence, "anchor_start": a.start, "anchor_end": a.end, "anchor_mask": mask_a,
+            "positive": b.sentence, "positive_start": b.start, "positive_end": b.end, "positive_mask": mask_b,
+            "key": group, "topic": topic}
+
+
+# ------------------------------------------------------------------------------------------- CoNLL
+
+@dataclass
+class ConllStats:
+    sentences: int = 0
+    entities: Counter = field(default_factory=Counter)
+    skipped: Counter = field(default_factory=Counter)
+
+
+def read_conll_entities(path: str | Path, labels: Sequence[str] | None = None,
+                        stats: ConllStats | None = None) -> list[PhraseInstance]:
+    """Entities of a CoNLL-2003-style file (token first column, IOB1/IOB2 tag last column) as instances.
+
+    The sentence text is its tokens joined by spaces; ``label`` is the entity type; ``key`` the lowercased
+    mention. ``labels`` keeps only those types. Malformed lines are counted in ``stats.skipped``.
+    """
+    source = Path(path)
+    if not source.is_file():
+        raise FileNotFoundError(f"CoNLL file {source} does not exist")
+    stats = stats if stats is not None else ConllStats()
+    wanted = set(labels) if labels else None
+    out: list[PhraseInstance] = []
+    tokens: list[tuple[str, str]] = []
+
+    def flush() -> None:
+        if not tokens:
+            return
+        stats.sentences += 1
+        sentence, spans = _conll_sentence(tokens)
+        for start, end, kind in spans:
+            stats.entities[kind] += 1
+            if wanted is None or kind in wanted:
+                out.append(PhraseInstance(sentence, start, end, key=sentence[start:end].lower(), label=kind,
+                                          document=stats.sentences - 1))
+        tokens.clear()
+
+    with open(source, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            parts = line.split()
+            if not parts:
+                flush()
+            elif parts[0] == "-DOCSTART-":
+                flush()
+            elif len(parts) < 2:
+                stats.skipped["line with fewer than 2 columns"] += 1
+            else:
+                tag = parts[-1]
+                if tag != "O" and not re.fullmatch(r"[BIES]-\S+", tag):
+                    stats.skipped["unknown NER tag"] += 1
+                    tag = "O"
+                tokens.append((parts[0], tag))
+    flush()
+    if not out:
+        raise ValueError(f"{source}: no entities{f' of types {sorted(wanted)}' if wanted else ''} found "
+                         f"(skipped lines: {dict(stats.skipped) or 'none'})")
+    return out
+
+
+def _conll_sentence(tokens: list[tuple[str, str]]) -> tuple[str, list[tuple[int, int, str]]]:
+    text_parts: list[str] = []
+    spans: list[tuple[int, int, str]] = []
+    position = 0
+    current: list | None = None  # [start, end, type]
+    for token, tag in tokens:
+        start = position
+        end = start + len(token)
+        text_parts.append(token)
+        position = end + 1
+        if tag == "O":
+            current = None
+            continue
+        prefix, kind = tag.split("-", 1)
+        continues = current is not None and current[2] == kind and prefix in ("I", "E")
+        if continues:
+            current[1] = end
+        else:
+            current = [start, end, kind]
+            spans.append(current)  # type: ignore[arg-type]
+    return " ".join(text_parts), [(s, e, k) for s, e, k in spans]

@@ -1,0 +1,146 @@
+"""Reading the inputs of the UCTopic stages: documents (files or folders), CoNLL entities, Wikipedia pages."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from contrastext.uctopic.config import PhraseSource, PretrainSettings
+from contrastext.uctopic.phrases import ConllStats, PhraseInstance, read_conll_entities
+
+_TABLE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".csv", ".tsv", ".parquet")
+_TEXT_SUFFIXES = (".txt", ".md", ".text")
+
+
+@dataclass
+class LoadedDocuments:
+    texts: list[str]
+    ids: list[str]
+    skipped: Counter = field(default_factory=Counter)
+    files: list[str] = field(default_factory=list)
+
+
+def _suffix(path: Path) -> str:
+    name = path.name.lower()
+    return Path(name[:-3]).suffix if name.endswith(".gz") else path.suffix.lower()
+
+
+def load_document_texts(location: str | Path, *, text_column: str = "text", title_column: str | None = None,
+                        max_documents: int | None = None) -> LoadedDocuments:
+    """Documents of a file or a folder.
+
+    A ``.jsonl``/``.csv``/``.tsv``/``.parquet`` file (optionally .gz) holds one document a record
+    (``text_column``); a ``.txt`` file holds one document a non-empty line; a folder holds such files (each
+    ``.txt``/``.md`` file of a folder is one document). Unusable records are counted in ``skipped``.
+    """
+    from contrastext.data.documents import load_documents
+
+    source = Path(location)
+    if not source.exists():
+        raise FileNotFoundError(f"documents {source} do not exist")
+    out = LoadedDocuments([], [])
+
+    def add(text: str, identifier: str) -> bool:
+        if max_documents is not None and len(out.texts) >= max_documents:
+            return False
+        if text.strip():
+            out.texts.append(text)
+            out.ids.append(identifier)
+        else:
+            out.skipped["empty document"] += 1
+        return True
+
+    def table(path: Path) -> None:
+        docs = load_documents(path, text_column=text_column, title_column=title_column,
+                              max_rows=None if max_documents is None else max_documents - len(out.texts))
+        out.skipped.update(docs.skipped)
+        for text, identifier in zip(docs.texts, docs.ids):
+            add(text, f"{path.name}:{identifier}")
+
+    if source.is_file():
+        out.files.append(str(source))
+        if _suffix(source) in _TABLE_SUFFIXES:
+            table(source)
+        else:
+            with open(source, encoding="utf-8", errors="replace") as f:
+                for number, line in enumerate(f):
+                    if line.strip() and not add(line.strip(), f"{source.name}:{number + 1}"):
+                        break
+    else:
+        for path in sorted(p for p in source.rglob("*") if p.is_file()):
+            if max_documents is not None and len(out.texts) >= max_documents:
+                break
+            kind = _suffix(path)
+            if kind in _TABLE_SUFFIXES:
+                out.files.append(str(path))
+                table(path)
+            elif kind in _TEXT_SUFFIXES:
+                out.files.append(str(path))
+                add(path.read_text(encoding="utf-8", errors="replace"), str(path.relative_to(source)))
+            else:
+                out.skipped["file of unknown type"] += 1
+    if not out.texts:
+        raise ValueError(f"{source}: no usable documents (skipped: {dict(out.skipped) or 'none'})")
+    return out
+
+
+@dataclass
+class Instances:
+    instances: list[PhraseInstance]
+    source: str
+    extractor: str
+    documents: list[str] = field(default_factory=list)  # the documents' texts (document sources)
+    counts: dict = field(default_factory=dict)
+
+
+def _sample(instances: list[PhraseInstance], limit: int | None, seed: int) -> list[PhraseInstance]:
+    if limit is None or len(instances) <= limit:
+        return instances
+    keep = sorted(random.Random(seed).sample(range(len(instances)), limit))
+    return [instances[i] for i in keep]
+
+
+def load_phrase_source(source: PhraseSource, seed: int = 0) -> Instances:
+    """Phrase instances of CoNLL entities or of candidate phrases in documents."""
+    if source.conll:
+        stats = ConllStats()
+        found = read_conll_entities(source.conll, source.labels, stats)
+        kept = _sample(found, source.max_instances, seed)
+        counts = {"sentences": stats.sentences, "entities": dict(stats.entities), "instances": len(kept),
+                  "malformed_lines": dict(stats.skipped)}
+        return Instances(kept, source.conll, "conll", counts=counts)
+    if source.documents:
+        from contrastext.uctopic.candidates import NgramSettings, document_phrases
+
+        docs = load_document_texts(source.documents, text_column=source.text_column,
+                                   title_column=source.title_column, max_documents=source.max_documents)
+        found, extractor = document_phrases(docs.texts, extractor=source.extractor, spacy_model=source.spacy_model,
+                                            ngram=NgramSettings(**source.ngram.model_dump()))
+        kept = _sample(found, source.max_instances, seed)
+        counts = {"documents": len(docs.texts), "documents_skipped": dict(docs.skipped),
+                  "phrase_instances_found": len(found), "instances": len(kept),
+                  "distinct_phrases": len({i.key for i in kept})}
+        return Instances(kept, source.documents, extractor, documents=docs.texts, counts=counts)
+    raise ValueError("no phrase source: set conll (a CoNLL-style file) or documents (a file or folder)")
+
+
+def iter_wiki_pages(settings: PretrainSettings) -> tuple[Iterator, str]:
+    """Pages with links (Page objects from a dump, or dict rows of a pages table) and where they come from."""
+    from itertools import islice
+
+    if settings.pages:
+        import pyarrow.dataset as pads
+
+        table = pads.dataset(settings.pages, format="json" if settings.pages.endswith((".jsonl", ".json"))
+                             else "parquet").to_table(columns=["text", "links"])
+        rows = iter(table.to_pylist())
+        return islice(rows, settings.max_pages), settings.pages
+    from contrastext.data.samples import find_dump_sample
+    from contrastext.data.wikipedia import Page, iter_dump
+
+    dump = settings.dump or str(find_dump_sample())
+    pages = (p for p in iter_dump(dump, links=True) if isinstance(p, Page))
+    return islice(pages, settings.max_pages), dump

@@ -1,0 +1,140 @@
+"""PhraseEncoder span pooling and masking, the CCL loss mask, pseudo labels and topic metrics."""
+
+import numpy as np
+import pytest
+import torch
+
+from contrastext.clustering import KMeansResult
+from contrastext.uctopic.encoder import PHRASE_CONFIG, PhraseEncoder
+from contrastext.uctopic.loss import PhraseContrastiveLoss
+from contrastext.uctopic.metrics import SentenceTfidf, word_diversity
+from contrastext.uctopic.phrases import PhraseInstance
+from contrastext.uctopic.topics import ccl_pairs, ccl_pseudo_labels, phrase_topics, topic_distributions
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_encoder_dir):
+    return PhraseEncoder.from_pretrained(str(tiny_encoder_dir), max_length=32)
+
+
+def test_span_mask_covers_exactly_the_span_tokens_and_masking_replaces_them(encoder):
+    sentence = "The Eiffel Tower is in Paris."
+    start = sentence.index("Eiffel Tower")
+    features = encoder.tokenize([(sentence, start, start + len("Eiffel Tower"))], mask=[True])
+    ids = features["input_ids"][0][features["span_mask"][0].bool()].tolist()
+    assert ids and set(ids) == {encoder.tokenizer.mask_token_id}
+    plain = encoder.tokenize([(sentence, start, start + len("Eiffel Tower"))])
+    span_tokens = plain["input_ids"][0][plain["span_mask"][0].bool()].tolist()
+    assert encoder.tokenizer.decode(span_tokens) == "eiffel tower"
+
+
+def test_encode_equals_the_mean_of_span_token_states_and_shares_sentences(encoder):
+    sentence = "Chelsea beat Arsenal at Stamford Bridge."
+    spans = [(sentence, 0, 7), (sentence, 13, 20), ("Arsenal lost.", 0, 7)]
+    vectors = encoder.encode(spans, normalize=False)
+    with torch.no_grad():
+        features = encoder.tokenize([spans[1]])
+        states = encoder.transformer(input_ids=features["input_ids"],
+                                     attention_mask=features["attention_mask"]).last_hidden_state[0]
+        expected = states[features["span_mask"][0].bool()].mean(dim=0).numpy()
+    np.testing.assert_allclose(vectors[1], expected, atol=1e-5)
+    one_by_one = np.stack([encoder.encode([s], normalize=False)[0] for s in spans])
+    np.testing.assert_allclose(vectors, one_by_one, atol=1e-5)
+    assert not np.allclose(vectors[0], vectors[1])  # different spans of one sentence differ
+    masked = encoder.encode(spans, mask=True)
+    assert not np.allclose(masked, encoder.encode(spans))
+    np.testing.assert_allclose(np.linalg.norm(masked, axis=1), 1.0, atol=1e-5)
+
+
+def test_long_sentences_keep_the_span_inside_the_token_limit(encoder):
+    sentence = "word " * 400 + "Target phrase here"
+    start = sentence.index("Target")
+    features = encoder.tokenize([(sentence, start, start + 13)])
+    span = features["input_ids"][0][features["span_mask"][0].bool()].tolist()
+    assert encoder.tokenizer.decode(span) == "target phrase"
+    with pytest.raises(ValueError, match="outside a sentence"):
+        encoder.tokenize([("short", 2, 40)])
+
+
+def test_save_and_load_round_trip(encoder, tmp_path):
+    folder = encoder.save(tmp_path / "phrase")
+    assert (folder / PHRASE_CONFIG).is_file()
+    again = PhraseEncoder.from_pretrained(str(folder), max_length=32)
+    spans = [("A phrase in a sentence.", 2, 8)]
+    np.testing.assert_allclose(again.encode(spans), encoder.encode(spans), atol=1e-6)
+
+
+def test_ccl_loss_drops_same_topic_negatives():
+    torch.manual_seed(0)
+    anchors, positives = torch.randn(4, 8), torch.randn(4, 8)
+    loss = PhraseContrastiveLoss(temperature=0.05, gather_across_workers=False)
+    plain = loss(anchors, positives)
+    no_topics = loss(anchors, positives, torch.full((4,), -1))
+    assert torch.isclose(plain, no_topics)
+    # every row its own topic: nothing removed; all rows one topic: only the own positive is left → loss 0
+    assert torch.isclose(loss(anchors, positives, torch.arange(4)), plain)
+    assert loss(anchors, positives, torch.zeros(4, dtype=torch.long)).item() == pytest.approx(0.0, abs=1e-6)
+    # removing negatives can only lower the loss
+    assert loss(anchors, positives, torch.tensor([0, 0, 1, 1])) < plain
+    with pytest.raises(ValueError):
+        PhraseContrastiveLoss(temperature=0)
+
+
+def _instances(keys: list[str]) -> list[PhraseInstance]:
+    return [PhraseInstance(f"{k} appears in sentence {i}.", 0, len(k), key=k) for i, k in enumerate(keys)]
+
+
+def test_pseudo_labels_take_central_instances_and_vote_per_mention():
+    keys = ["a", "a", "b", "b", "c", "c"]
+    x = np.array([[1, 0], [0.9, 0.1], [0, 1], [0.1, 0.9], [0.8, 0.2], [0.6, 0.4]], dtype=np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    result = KMeansResult(assignments=np.array([0, 0, 1, 1, 0, 0]),
+                          centroids=np.array([[1, 0], [0, 1]], dtype=np.float32), inertia=0.0)
+    labels = ccl_pseudo_labels(_instances(keys), x, result, central_fraction=0.5)
+    # cluster 0 (4 members) labels its 2 most central (a, a); cluster 1 its most central (b)
+    assert labels.instance_topics.tolist() == [0, 0, 1, 1, -1, -1]
+    assert labels.central == 3 and labels.labelled_mentions == 2
+    rows = ccl_pairs(_instances(keys), labels, seed=0)
+    assert len(rows) == 4 and all(r["topic"] in (0, 1) for r in rows)
+    assert all(r["anchor"] != r["positive"] and r["key"] in ("mention:a", "mention:b") for r in rows)
+    assert not any(r["anchor_mask"] or r["positive_mask"] for r in rows)
+
+
+def test_phrase_topics_average_instance_distributions():
+    centroids = np.eye(2, dtype=np.float32)
+    x = np.array([[1, 0], [0.2, 1], [0, 1]], dtype=np.float32)
+    dist = topic_distributions(x, centroids, temperature=0.05)
+    np.testing.assert_allclose(dist.sum(axis=1), 1.0, rtol=1e-6)
+    topics = phrase_topics(_instances(["x", "x", "y"]), dist)
+    assert topics.phrases == ["x", "y"] and topics.counts.tolist() == [2, 1]
+    np.testing.assert_allclose(topics.distributions[0], dist[:2].mean(axis=0))
+    assert topics.top_phrases(1) == [("y", pytest.approx(dist[2, 1]), 1)]
+
+
+def test_informativeness_and_diversity():
+    sentences = ["the cat sat", "the dog sat", "the cat ran", "a quokka smiled"]
+    tfidf = SentenceTfidf(sentences)
+    assert tfidf.idf("the") == pytest.approx(np.log(4 / 3))
+    assert tfidf.phrase_informativeness("quokka", ["a quokka smiled"]) == pytest.approx(np.log(4))
+    assert tfidf.phrase_informativeness("quokka", []) == pytest.approx(np.log(4))
+    assert tfidf.phrase_informativeness("quokka", ["a quokka smiled"]) > tfidf.phrase_informativeness(
+        "the cat", ["the cat sat"])
+    assert word_diversity(["world cup", "world record", "cup final"]) == pytest.approx(4 / 6)
+    assert word_diversity([]) == 0.0
+
+
+def test_ccl_pairs_by_topic_join_different_mentions_of_one_pseudo_label():
+    from contrastext.uctopic.topics import PseudoLabels
+
+    instances = _instances(["a", "a", "b", "c", "d"])
+    labels = PseudoLabels(np.array([0, 0, 0, 1, 1]), central=5, labelled_mentions=4)
+    rows = ccl_pairs(instances, labels, positives="topic", mask_keep_probability=0.5, seed=0)
+    assert len(rows) == 5
+    for row in rows:
+        anchor = row["anchor"][row["anchor_start"]:row["anchor_end"]]
+        positive = row["positive"][row["positive_start"]:row["positive_end"]]
+        assert anchor != positive  # another mention...
+        assert {anchor, positive} <= ({"a", "b"} if row["topic"] == 0 else {"c", "d"})  # ...of the same topic
+        assert row["anchor_mask"] or row["positive_mask"]
+    with pytest.raises(ValueError, match="positives"):
+        ccl_pairs(instances, labels, positives="cluster")

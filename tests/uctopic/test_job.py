@@ -1,0 +1,132 @@
+"""The UCTopic job's stages on the tiny random encoder: outputs, tables, reports, manifests, bad input."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from contrastext.config import load_config
+from contrastext.uctopic.config import UCTopicConfig
+from contrastext.uctopic.encoder import PhraseEncoder
+from contrastext.uctopic.job import main, run_uctopic
+
+PEOPLE = ["John Smith", "Maria Lopez", "Ahmed Khan", "Li Wei"]
+PLACES = ["Paris", "New York", "Berlin", "Cairo"]
+ORGS = ["Reuters", "the United Nations", "Ford", "Barclays"]
+TEMPLATES = ["{p} said on Monday that {o} would open an office in {l} .",
+             "{o} hired {p} to lead its team in {l} .",
+             "In {l} , {p} met officials from {o} ."]
+
+
+def _conll(path: Path) -> Path:
+    lines = ["-DOCSTART- -X- O O", ""]
+    for i in range(24):
+        p, l, o = PEOPLE[i % 4], PLACES[(i // 4) % 4], ORGS[(i + 1) % 4]
+        sentence = TEMPLATES[i % 3].format(p=p, l=l, o=o.replace("the ", "the|O "))
+        entity_of = {w: "PER" for w in p.split()} | {w: "LOC" for w in l.split()} | {
+            w: "ORG" for w in o.replace("the ", "").split()}
+        for token in sentence.split():
+            if token.endswith("|O"):
+                lines.append(f"{token[:-2]} DT I-NP O")
+            else:
+                tag = f"I-{entity_of[token]}" if token in entity_of else "O"
+                lines.append(f"{token} NN I-NP {tag}")
+        lines.append("")
+    path.write_text("\n".join(lines))
+    return path
+
+
+def _pages(path: Path) -> Path:
+    rows = []
+    for i in range(12):
+        place, person = PLACES[i % 4], PEOPLE[(i + 1) % 4]
+        text = f"{person} travelled to {place} in the spring of year {1990 + i}. The visit was long."
+        links = [{"target": person, "start": 0, "end": len(person)},
+                 {"target": place, "start": text.index(place), "end": text.index(place) + len(place)}]
+        rows.append({"title": f"Page {i}", "text": text, "links": links})
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    return path
+
+
+def _config(tmp_path: Path, model: str, stage: str, **sets) -> UCTopicConfig:
+    overrides = [f"stage={stage}", f"model={model}", f"output.storage_path={tmp_path / 'runs'}",
+                 "max_length=32", "train.batch_size=8", "train.log_every_steps=1"]
+    overrides += [f"{k}={v}" for k, v in sets.items()]
+    return load_config(UCTopicConfig, None, overrides)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_pretrain_then_finetune_write_models_reports_and_metrics(ray_session, tiny_encoder_dir, tmp_path,
+                                                                  capsys):
+    conll = _conll(tmp_path / "mini.conll")
+    config = _config(tmp_path, str(tiny_encoder_dir), "pretrain", **{
+        "pretrain.pages": str(_pages(tmp_path / "pages.jsonl")), "evaluation.conll": str(conll),
+        "train.max_steps": 2})
+    summary = run_uctopic(config)
+    run_dir = Path(summary["run_dir"])
+    assert run_dir.name == "uctopic-pretrain"
+    assert summary["link_mentions"] == 24 and summary["pairs"] > 0 and summary["steps"] == 2
+    assert 0.0 < summary["masked_share"] < 1.0
+    for key in ("entity_clustering_before", "entity_clustering_after"):
+        scores = summary[key]
+        assert scores["k"] == 3 and scores["instances"] == 72 and 0.0 <= scores["nmi"] <= 1.0
+    for name in ("metrics.json", "report.md", "manifest.json", "pairs.parquet", "model/phrase_encoder.json"):
+        assert (run_dir / name).is_file(), name
+    assert json.loads((run_dir / "manifest.json").read_text())["counts"]["steps"] == 2
+    assert "positive pairs" in capsys.readouterr().out
+
+    tuned = run_uctopic(_config(tmp_path, summary["model_path"], "finetune", **{
+        "finetune.data.conll": str(conll), "finetune.central_fraction": 0.5, "train.max_steps": 2}))
+    assert tuned["k"] == 3 and tuned["steps"] == 2 and tuned["pairs"] > 0
+    assert tuned["labelled_instances"] > 0 and 0.0 <= tuned["pseudo_label_acc"] <= 1.0
+    assert set(tuned["clustering_before"]) >= {"nmi", "acc"} and set(tuned["clustering_after"]) >= {"nmi", "acc"}
+    assert len(tuned["topics"]) == 3 and "## Topics" in (Path(tuned["run_dir"]) / "report.md").read_text()
+    spans = [("John Smith met Ford .", 0, 10)]
+    before = PhraseEncoder.from_pretrained(summary["model_path"]).encode(spans)
+    after = PhraseEncoder.from_pretrained(tuned["model_path"]).encode(spans)
+    assert not np.allclose(before, after)
+
+
+def test_mine_reads_a_folder_of_text_files(tiny_encoder_dir, tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    topics = {"sport": "The striker scored a late goal and the football club won the league title.",
+              "money": "The central bank raised interest rates and the stock market fell sharply.",
+              "tech": "The new smartphone has a faster chip and the battery life is longer."}
+    for i in range(6):
+        for name, text in topics.items():
+            (folder / f"{name}{i}.txt").write_text(text)
+    (folder / "notes.bin").write_bytes(b"\x00")
+    summary = run_uctopic(_config(tmp_path, str(tiny_encoder_dir), "mine", **{
+        "mine.data.documents": str(folder), "mine.topics.k_max": 4}))
+    assert summary["counts"]["documents"] == 18 and summary["counts"]["documents_skipped"] == {
+        "file of unknown type": 1}
+    assert summary["extractor"] == "ngram" and 2 <= summary["n_topics"] <= 4
+    assert len(summary["topics"]) == summary["n_topics"]
+    assert summary["topic_quality"]["informativeness"] > 0 and 0 < summary["topic_quality"]["diversity"] <= 1
+    assert "interest rates" in summary["phrase_topics"]
+    run_dir = Path(summary["run_dir"])
+    assert (run_dir / "topics_pca.png").is_file() and (run_dir / "manifest.json").is_file()
+
+
+def test_main_takes_the_stage_as_a_sub_command(capsys, tmp_path):
+    assert main(["mine", "--set", "mine.topics.k_max=5", "--print-config"]) == 0
+    out = capsys.readouterr().out
+    assert "stage: mine" in out and "k_max: 5" in out
+    assert main(["finetune", "--set", "finetune.data.conll=a", "--set", "finetune.data.documents=b"]) == 2
+    assert "either conll or documents" in capsys.readouterr().err
+
+
+def test_missing_inputs_give_clear_errors(tiny_encoder_dir, tmp_path):
+    with pytest.raises(ValueError, match="no phrase source"):
+        run_uctopic(_config(tmp_path, str(tiny_encoder_dir), "mine"))
+    with pytest.raises(FileNotFoundError, match="do not exist"):
+        run_uctopic(_config(tmp_path, str(tiny_encoder_dir), "mine", **{"mine.data.documents": str(tmp_path / "no")}))
+    with pytest.raises(ValueError, match="needs evaluation.conll"):
+        run_uctopic(_config(tmp_path, str(tiny_encoder_dir), "evaluate"))
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    with pytest.raises(ValueError, match="no usable documents"):
+        run_uctopic(_config(tmp_path, str(tiny_encoder_dir), "mine", **{"mine.data.documents": str(empty)}))

@@ -1,0 +1,71 @@
+"""PhraseTopicModel.mine on the tiny random encoder: the shape and consistency of a topics result."""
+
+import pytest
+
+from contrastext.uctopic.service import MinedTopic, PhraseOccurrence, PhraseTopicModel, TopicsResult
+
+DOCS = [
+    "The striker scored twice as Chelsea beat Arsenal in the Premier League on Saturday.",
+    "Chelsea manager Jose Mourinho praised the striker after the Premier League win.",
+    "The central bank raised interest rates as inflation climbed to a ten-year high.",
+    "Higher interest rates from the central bank weighed on stock markets in London.",
+    "The new smartphone has a faster processor and a brighter screen than last year's model.",
+    "Reviewers said the smartphone screen and battery life beat rival devices.",
+]
+
+
+@pytest.fixture(scope="module")
+def model(tiny_encoder_dir):
+    return PhraseTopicModel.load(str(tiny_encoder_dir), max_length=64)
+
+
+def test_mine_returns_consistent_topics_occurrences_and_phrase_topics(model):
+    result = model.mine(DOCS, n_topics="auto", k_min=2, k_max=4, top_phrases=5, seed=0)
+    assert isinstance(result, TopicsResult)
+    assert 2 <= result.n_topics <= 4 and len(result.topics) == result.n_topics
+    assert result.silhouette is not None and -1.0 <= result.silhouette <= 1.0
+    assert set(result.silhouette_by_k) == {2, 3, 4}
+    assert result.extractor == "ngram"  # no spaCy model package is installed here
+    assert all(isinstance(t, MinedTopic) and len(t.phrases) <= 5 for t in result.topics)
+    assert sum(t.size for t in result.topics) == len(result.occurrences) == result.instances
+    for occurrence in result.occurrences:
+        assert isinstance(occurrence, PhraseOccurrence)
+        assert DOCS[occurrence.document][occurrence.start:occurrence.end] == occurrence.phrase
+        assert 0 <= occurrence.topic < result.n_topics and 0.0 <= occurrence.score <= 1.0
+    # a phrase repeated across documents is one key with one context-agnostic topic
+    assert "premier league" in result.phrase_topics and "interest rates" in result.phrase_topics
+    for topic in result.topics:
+        for phrase in topic.phrases:
+            assert result.phrase_topics[phrase.phrase.lower()] == topic.topic
+            assert 0.0 < phrase.score <= 1.0 and phrase.count >= 1
+        scores = [p.score for p in topic.phrases]
+        assert all(round(a, 3) >= round(b, 3) for a, b in zip(scores, scores[1:]))  # most typical first
+
+
+def test_fixed_number_of_topics_and_determinism(model):
+    first = model.mine(DOCS, n_topics=3, seed=1)
+    second = model.mine(DOCS, n_topics=3, seed=1)
+    assert first.n_topics == 3
+    assert first.phrase_topics == second.phrase_topics
+
+
+def test_max_phrases_caps_the_instances_encoded(model):
+    result = model.mine(DOCS, n_topics=2, max_phrases=10)
+    assert result.instances == 10 and len(result.occurrences) == 10
+
+
+@pytest.mark.parametrize("documents, message", [
+    (["Hello."], "too few phrases"),
+    (["", "   "], "no document has any text"),
+    ("a single string", "list of strings"),
+])
+def test_unusable_documents_raise_a_clear_value_error(model, documents, message):
+    with pytest.raises(ValueError, match=message):
+        model.mine(documents)
+
+
+def test_bad_arguments_raise_value_error(model):
+    with pytest.raises(ValueError, match="n_topics"):
+        model.mine(DOCS, n_topics=0)
+    with pytest.raises(ValueError, match="k_min"):
+        model.mine(DOCS, k_min=5, k_max=3)
