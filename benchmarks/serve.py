@@ -2,13 +2,15 @@
 
     python benchmarks/serve.py [--requests 2000] [--clients 8] [--memory-requests 10000] [--threads 2]
 
-One application serves the bundled MiniLM twice: model "batched" (``@serve.batch``) and model
-"unbatched" (one forward pass per request). Each phase sends the same fixed count of one-text
+One application serves the bundled MiniLM twice: model "batched" (dynamic batching, ``serve.batcher``)
+and model "unbatched" (one forward pass per request). Each phase sends the same fixed count of one-text
 classification requests (real AG News texts, the four AG News labels) from ``--clients`` threads;
 the phases alternate ``--rounds`` times, so machine noise hits both alike. The figure is the ratio of
-requests/s, batched over unbatched (target ≥ 1.8). Then the batched replica keeps answering until it
-has served ``--memory-requests`` requests; its resident memory then must be within 10% of what it was
-after ``--memory-first`` (1,000) requests (no leak). ``--requests 0`` runs the memory check alone.
+requests/s, batched over unbatched (target ≥ 1.8), with the requests per batch the batched replica
+formed (their distribution, and the share of the phase its model thread was busy) and the machine's
+load average. Then the batched replica keeps answering until it has served ``--memory-requests``
+requests; its resident memory then must be within 10% of what it was after ``--memory-first`` (1,000)
+requests (no leak). ``--requests 0`` runs the memory check alone. The app's topics model is switched off.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import socket
 import statistics
 import threading
 import time
+from collections import Counter
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -91,7 +94,7 @@ def serve_until(url: str, app_name: str, model: str, texts: list[str], target: i
         load(url, model, texts, missing, clients)
 
 
-def throughput_report(args: argparse.Namespace, phases: dict[str, list[dict]], mean_batch: float) -> dict:
+def throughput_report(args: argparse.Namespace, phases: dict[str, list[dict]], batching: dict) -> dict:
     """Print the throughput table; returns the result record."""
 
     def median(model: str, key: str) -> float:
@@ -101,12 +104,17 @@ def throughput_report(args: argparse.Namespace, phases: dict[str, list[dict]], m
     rows = [[f"{model}: requests/s", median(model, "requests_per_s")] for model in ("unbatched", "batched")]
     rows += [[f"{model}: p50 / p99 ms", f"{median(model, 'p50_ms'):.1f} / {median(model, 'p99_ms'):.1f}"]
              for model in ("unbatched", "batched")]
-    rows += [["ratio batched / unbatched (target ≥ 1.8)", ratio], ["mean requests per batch", mean_batch]]
+    rows += [["ratio batched / unbatched (target ≥ 1.8)", ratio],
+             ["mean requests per batch", batching["mean_batch_size"]],
+             ["batch sizes (size: batches)", " ".join(f"{k}:{v}" for k, v in batching["batch_sizes"].items())],
+             ["batched model thread busy", f"{100 * batching['busy_share']:.0f}%"],
+             ["load average (1 min) before / after", " / ".join(f"{x:.2f}" for x in batching["load"])]]
     print(format_table(rows, headers=[f"/v1/classify, {args.clients} clients, {args.requests} requests/phase",
                                       "value"]), flush=True)
     return {"requests_per_phase": args.requests, "clients": args.clients, "rounds": args.rounds,
             "max_batch_size": args.max_batch_size, "batch_wait_ms": args.batch_wait_ms,
-            "torch_threads": args.threads, "mean_requests_per_batch": mean_batch, "phases": phases,
+            "torch_threads": args.threads, "mean_requests_per_batch": batching["mean_batch_size"],
+            "batching": batching, "phases": phases,
             "ratio_batched_over_unbatched": ratio, "memory": None}
 
 
@@ -137,7 +145,7 @@ def main() -> None:
         models={"batched": {**common, "batching": {"enabled": True, "max_batch_size": args.max_batch_size,
                                                    "batch_wait_timeout_s": args.batch_wait_ms / 1000}},
                 "unbatched": {**common, "batching": {"enabled": False}}},
-        limits={"request_timeout_s": 120},
+        limits={"request_timeout_s": 120}, topics={"enabled": False},
     )
     url = start_serve(config)
     try:
@@ -146,12 +154,26 @@ def main() -> None:
         phases: dict[str, list[dict]] = {"batched": [], "unbatched": []}
         result: dict = {"memory": None}
         if args.requests > 0:
+            load_before = os.getloadavg()[0]
+            sizes: Counter = Counter()
+            busy = seconds = 0.0
             for _ in range(args.rounds):
                 for model in ("unbatched", "batched"):
+                    before = replica_info(config.app_name, model)
                     phases[model].append(load(url, model, texts, args.requests, args.clients))
+                    after = replica_info(config.app_name, model)
+                    if model == "batched":
+                        sizes.update({int(k): v - before["batch_sizes"].get(k, 0)
+                                      for k, v in after["batch_sizes"].items()})
+                        busy += after["busy_seconds"] - before["busy_seconds"]
+                        seconds += phases[model][-1]["seconds"]
                     print(f"{model}: {phases[model][-1]['requests_per_s']:.1f} requests/s", flush=True)
-            info = replica_info(config.app_name, "batched")
-            result = throughput_report(args, phases, info["batched_requests"] / max(1, info["batches"]))
+            sizes = Counter({k: v for k, v in sizes.items() if v > 0})
+            batches = sum(sizes.values())
+            batching = {"mean_batch_size": sum(k * v for k, v in sizes.items()) / max(1, batches),
+                        "batch_sizes": dict(sorted(sizes.items())), "busy_share": busy / max(seconds, 1e-9),
+                        "load": [load_before, os.getloadavg()[0]]}
+            result = throughput_report(args, phases, batching)
             print(f"written to {write_result('serve', result)}", flush=True)
 
         if args.memory_requests > args.memory_first:

@@ -1,5 +1,6 @@
-"""The web page in headless Chromium (Debian's chromium + chromium-driver, through Selenium): classify a text
-with the bundled MiniLM and see the result; the screenshot is kept under test-artifacts/."""
+"""The web page in headless Chromium (Debian's chromium + chromium-driver, through Selenium): classify a text,
+cluster and mine phrase topics with the bundled MiniLM and see the results; screenshots are kept under
+test-artifacts/."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def browser():
 @pytest.fixture(scope="module")
 def app(ray_session):
     config = ServeConfig(port=free_port(),
-                         models={"minilm": {"num_cpus": 0.5, "torch_threads": 1, "max_length": 128}})
+                         models={"minilm": {"num_cpus": 0.5, "torch_threads": 1, "max_length": 128}},
+                         topics={"num_cpus": 0.5, "torch_threads": 1, "k_max": 6})
     with running_app(config) as url:
         yield url
 
@@ -75,3 +77,38 @@ def test_page_classifies_a_text(browser, app):
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "serve_page.png"
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+
+
+def test_page_mines_phrase_topics(browser, app):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(app)
+    wait = WebDriverWait(browser, 120)
+    wait.until(ec.text_to_be_present_in_element((By.ID, "status"), "ready"))
+    assert "uctopic" in browser.find_element(By.ID, "topics-model").text
+    documents = [line for line in browser.find_element(By.ID, "topics-texts").get_property("value").split("\n")
+                 if line.strip()]
+    browser.find_element(By.ID, "topics-run").click()  # the page's example documents, n_topics auto
+    wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#topics-table .topic-row")))
+    assert browser.find_element(By.ID, "topics-error").text == ""
+    rows = browser.find_elements(By.CSS_SELECTOR, "#topics-table .topic-row")
+    assert 2 <= len(rows) <= 6  # the configured k range
+    assert all(row.find_element(By.CLASS_NAME, "topic-phrases").text for row in rows)  # top phrases per topic
+    # every document is shown with its phrases marked by topic
+    shown = browser.find_elements(By.CSS_SELECTOR, "#topics-docs .topic-doc")
+    assert len(shown) == len(documents)
+    marks = browser.find_elements(By.CSS_SELECTOR, "#topics-docs mark.phrase")
+    assert len(marks) >= len(documents)
+    assert {int(m.get_attribute("data-topic")) for m in marks} <= set(range(len(rows)))
+    plain = browser.execute_script(  # each document's text with the topic numbers after its marks left out
+        "return Array.from(document.querySelectorAll('#topics-docs .topic-doc')).map((d) => Array.from("
+        "d.childNodes).map((n) => n.nodeType === 3 ? n.textContent : n.firstChild.textContent).join(''));")
+    assert plain == documents
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "serve_topics.png"
+    panel = browser.find_element(By.ID, "topics-panel")
+    browser.execute_script("arguments[0].scrollIntoView();", panel)
+    assert panel.screenshot(str(shot)) and shot.stat().st_size > 10_000

@@ -21,6 +21,7 @@ def test_defaults_are_local_and_closed():
     assert config.host == "127.0.0.1" and config.allow_model_paths_from_requests is False
     assert config.default_model_name == "minilm" and config.models["minilm"].model == "bundled:minilm"
     assert config.models["minilm"].batching.enabled and config.zeroshot.template == "This topic is talk about {label}"
+    assert config.topics.enabled and config.topics.model == "bundled:minilm" and config.topics.name == "uctopic"
 
 
 @pytest.mark.parametrize("data, message", [
@@ -32,6 +33,10 @@ def test_defaults_are_local_and_closed():
     ({"models": {"m": {"autoscaling": {"min_replicas": 3, "max_replicas": 2}}}}, "min_replicas"),
     ({"limits": {"max_texts_per_request": 0}}, "greater than or equal to 1"),
     ({"prot": 80}, "Extra inputs"),
+    ({"topics": {"k_min": 6, "k_max": 4}}, "k_min"),
+    ({"topics": {"name": "no spaces"}}, "topics.name"),
+    ({"topics": {"model_path": "x"}}, "Extra inputs"),
+    ({"limits": {"max_topics": 1}}, "greater than or equal to 2"),
 ])
 def test_invalid_settings_are_refused(data, message):
     with pytest.raises(ValidationError, match=message.replace("{", r"\{").replace("}", r"\}")):
@@ -59,6 +64,7 @@ def test_cluster_serve_yaml_builds_the_application():
     assert (module, attribute) == ("contrastext.serve.app", "app_builder")
     config = ServeConfig.model_validate(spec.args)
     assert config.models["minilm"].use_gpu and config.models["minilm"].autoscaling.max_replicas == 4
+    assert config.topics.enabled and config.topics.use_gpu and config.topics.model == "bundled:minilm"
     application = app_builder(dict(spec.args))
     assert type(application).__name__ == "Application"
 
@@ -81,3 +87,14 @@ def test_class_tfidf_keywords_prefer_words_of_one_cluster():
     keywords = class_tfidf_keywords(texts, np.array([0, 0, 1, 1]), 2, top_n=2)
     assert keywords == [["goal", "match"], ["bank", "market"]]
     assert class_tfidf_keywords(["the a", "of and"], np.array([0, 1]), 2, 3) == [[], []]  # only stop words
+
+
+def test_replicas_pin_malloc_thresholds_on_linux():
+    import sys
+
+    from contrastext.serve.deployments import pin_malloc_thresholds
+
+    assert ServeConfig().models["minilm"].pin_malloc_thresholds
+    if not sys.platform.startswith("linux"):
+        pytest.skip("glibc's mallopt exists on Linux only")
+    assert pin_malloc_thresholds() is True

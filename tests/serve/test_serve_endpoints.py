@@ -10,6 +10,7 @@ import requests
 
 from contrastext.models import TextEncoder
 from contrastext.serve.config import ServeConfig
+from contrastext.uctopic.service import PhraseTopicModel
 from contrastext.zeroshot import ZeroShotClassifier
 from serve_harness import free_port, running_app
 
@@ -17,6 +18,14 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 TIMEOUT = 60
 MAX_CHARS = 400
+TOPIC_DOCS = [
+    "The striker scored twice as Chelsea beat Arsenal in the Premier League on Saturday.",
+    "Chelsea manager Jose Mourinho praised the striker after the Premier League win.",
+    "The central bank raised interest rates as inflation climbed to a ten-year high.",
+    "Higher interest rates from the central bank weighed on stock markets in London.",
+    "The new smartphone has a faster processor and a brighter screen than last year's model.",
+    "Reviewers said the smartphone screen and battery life beat rival devices.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +39,10 @@ def app(ray_session, tiny_encoder_dir):
             "broken": {**small, "max_length": 512, "batching": {"max_batch_size": 8, "batch_wait_timeout_s": 0.2}},
         },
         limits={"max_texts_per_request": 40, "max_chars_per_text": MAX_CHARS, "max_labels_per_request": 5,
-                "max_cluster_texts": 40, "max_clusters": 6, "max_body_bytes": 8192, "request_timeout_s": 30},
+                "max_cluster_texts": 40, "max_clusters": 6, "max_body_bytes": 8192, "request_timeout_s": 30,
+                "max_topic_documents": 12, "max_topic_chars": 2000, "max_topics": 5, "max_top_phrases": 10},
+        # max_length above the model's 128 positions: a long sentence makes mining fail for real
+        topics={**small, "model": str(tiny_encoder_dir), "max_length": 512, "k_max": 4},
         allow_model_paths_from_requests=True,  # (the default, off, is tested in test_serve_openapi.py)
     )
     with running_app(config) as url:
@@ -57,7 +69,7 @@ def assert_error(response: requests.Response, status: int, *words: str) -> dict:
 
 
 # ---------------------------------------------------------------- the happy paths
-def test_health_and_models(app, local):
+def test_health_and_models(app, local, tiny_encoder_dir):
     health = requests.get(app + "healthz", timeout=TIMEOUT)
     assert health.status_code == 200 and health.json() == {"status": "ok", "models": ["broken", "tiny"]}
     models = requests.get(app + "v1/models", timeout=TIMEOUT).json()
@@ -67,15 +79,17 @@ def test_health_and_models(app, local):
     assert by_name["tiny"]["default"] and not by_name["broken"]["default"]
     assert by_name["tiny"]["batching"]["enabled"] and by_name["tiny"]["device"] == "cpu"
     assert by_name["broken"]["max_length"] == 512
+    assert models["topics"] == {"name": "uctopic", "model": str(tiny_encoder_dir), "max_length": 512,
+                                "device": "cpu", "k_range": [2, 4]}
 
 
 def test_page_and_openapi(app):
     page = requests.get(app, timeout=TIMEOUT)
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert 'id="classify-run"' in page.text and 'id="cluster-run"' in page.text and "v1/classify" in page.text
+    assert 'id="topics-run"' in page.text and "v1/topics" in page.text
     spec = requests.get(app + "openapi.json", timeout=TIMEOUT).json()
-    assert {"/v1/embed", "/v1/classify", "/v1/cluster", "/v1/models", "/healthz"} <= set(spec["paths"])
-    assert "/v1/topics" not in spec["paths"]
+    assert {"/v1/embed", "/v1/classify", "/v1/cluster", "/v1/topics", "/v1/models", "/healthz"} <= set(spec["paths"])
 
 
 def test_embed_matches_the_encoder(app, local):
@@ -135,6 +149,56 @@ def test_cluster_with_fixed_and_automatic_k(app):
     auto = post(app, "v1/cluster", {"texts": texts, "k": "auto"}).json()
     assert sorted(int(k) for k in auto["silhouette"]) == list(range(2, 10))
     assert auto["silhouette"][str(auto["k"])] == max(auto["silhouette"].values())
+
+
+def test_topics_match_the_phrase_topic_model(app, tiny_encoder_dir):
+    response = post(app, "v1/topics", {"documents": TOPIC_DOCS, "n_topics": 3, "top_phrases": 4, "seed": 1})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["model"] == "uctopic" and body["request_id"] == response.headers["x-request-id"]
+    assert body["n_topics"] == 3 and len(body["topics"]) == 3 and body["extractor"] == "ngram"
+    assert sum(t["size"] for t in body["topics"]) == len(body["occurrences"]) == body["instances"]
+    for occurrence in body["occurrences"]:
+        assert TOPIC_DOCS[occurrence["document"]][occurrence["start"]:occurrence["end"]] == occurrence["phrase"]
+        assert 0 <= occurrence["topic"] < 3
+    for topic in body["topics"]:
+        assert 1 <= len(topic["phrases"]) <= 4
+        assert all(body["phrase_topics"][p["phrase"].lower()] == topic["topic"] for p in topic["phrases"])
+    # the same answer as the model in this process (same weights, settings and seed)
+    local = PhraseTopicModel.load(str(tiny_encoder_dir), max_length=512).mine(
+        TOPIC_DOCS, 3, k_min=2, k_max=4, top_phrases=4, max_phrases=2000, seed=1)
+    assert [(o.document, o.start, o.end) for o in local.occurrences] == \
+        [(o["document"], o["start"], o["end"]) for o in body["occurrences"]]
+    assert body["phrase_topics"] == local.phrase_topics
+
+    auto = post(app, "v1/topics", {"documents": TOPIC_DOCS}).json()
+    assert set(int(k) for k in auto["silhouette_by_k"]) == {2, 3, 4}  # the server's k range
+    assert auto["silhouette"] == pytest.approx(max(auto["silhouette_by_k"].values()))
+    # a request may name the server's topics model, or (allowed here) a model folder
+    named = post(app, "v1/topics", {"documents": TOPIC_DOCS, "n_topics": 2, "model": str(tiny_encoder_dir)})
+    assert named.status_code == 200 and named.json()["model"] == str(tiny_encoder_dir)
+    assert post(app, "v1/topics", {"documents": TOPIC_DOCS, "model": "uctopic"}).status_code == 200
+
+
+def test_topics_bad_input_and_model_failure(app, tiny_encoder_dir):
+    assert_error(post(app, "v1/topics", {"documents": []}), 422, "at least 1")
+    assert_error(post(app, "v1/topics", {"documents": TOPIC_DOCS, "n_topics": 1}), 422, "n_topics")
+    assert_error(post(app, "v1/topics", {"documents": TOPIC_DOCS, "n_topics": "many"}), 422, "n_topics")
+    assert_error(post(app, "v1/topics", {"documents": ["Hello."]}), 422, "cannot mine topics", "too few phrases")
+    assert_error(post(app, "v1/topics", {"documents": ["", "  "]}), 422, "no document has any text")
+    assert_error(post(app, "v1/topics", {"documents": TOPIC_DOCS * 3}), 413, "18 documents", "12")
+    assert_error(post(app, "v1/topics", {"documents": ["x" * (MAX_CHARS + 1)]}), 413, "documents[0]")
+    assert_error(post(app, "v1/topics", {"documents": ["word " * 70] * 6}), 413, "2100 characters", "2000")
+    assert_error(post(app, "v1/topics", {"documents": TOPIC_DOCS, "n_topics": 6}), 413, "at most 5 topics")
+    assert_error(post(app, "v1/topics", {"documents": TOPIC_DOCS, "top_phrases": 11}), 413, "top_phrases=11")
+    assert_error(post(app, "v1/topics", {"documents": TOPIC_DOCS, "model": str(tiny_encoder_dir) + "-missing"}),
+                 404, "could not be loaded")
+    # a sentence longer than the model's positions: the model fails, the answer names the request
+    long_document = "Stock markets " + "x " * 180 + "and bank rates fell."
+    failed = assert_error(post(app, "v1/topics", {"documents": [*TOPIC_DOCS, long_document], "n_topics": 2}),
+                          500, "model 'uctopic' failed", "RuntimeError")
+    assert failed["request_id"] in failed["detail"]
+    assert post(app, "v1/topics", {"documents": TOPIC_DOCS, "n_topics": 2}).status_code == 200
 
 
 # ---------------------------------------------------------------- bad input

@@ -28,8 +28,11 @@ def app(ray_session, tiny_encoder_dir):
         port=free_port(),
         models={"tiny": {"model": str(tiny_encoder_dir), "num_cpus": 0.25, "torch_threads": 1,
                          "batching": {"max_batch_size": 8, "batch_wait_timeout_s": 0.005}}},
+        topics={"model": str(tiny_encoder_dir), "num_cpus": 0.25, "torch_threads": 1, "k_max": 4,
+                "max_phrases": 200},
         limits={"max_texts_per_request": 16, "max_chars_per_text": 300, "max_labels_per_request": 8,
-                "max_cluster_texts": 16, "max_clusters": 8, "request_timeout_s": 20},
+                "max_cluster_texts": 16, "max_clusters": 8, "request_timeout_s": 20,
+                "max_topic_documents": 16, "max_topics": 8, "max_top_phrases": 10},
     )
     with running_app(config) as url:
         yield url
@@ -44,7 +47,8 @@ def test_fuzzed_requests_never_get_a_5xx(app):
 
     schema = schemathesis.openapi.from_url(app + "openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert {op.path for op in operations} >= {"/v1/embed", "/v1/classify", "/v1/cluster", "/v1/models", "/healthz"}
+    assert {op.path for op in operations} >= {"/v1/embed", "/v1/classify", "/v1/cluster", "/v1/topics", "/v1/models",
+                                              "/healthz"}
     seen: dict[str, set[int]] = {}
     for operation in operations:
         # an operation without parameters or body has no invalid form
@@ -63,17 +67,22 @@ def test_fuzzed_requests_never_get_a_5xx(app):
     # the generated requests reached the handlers: accepted ones and rejected ones
     assert 200 in seen["POST /v1/classify"] and 422 in seen["POST /v1/classify"]
     assert 200 in seen["POST /v1/embed"] and 422 in seen["POST /v1/embed"]
+    assert 422 in seen["POST /v1/topics"]  # generated documents rarely hold enough phrases to mine
 
 
 def test_requests_cannot_load_models_by_path_by_default(app, tiny_encoder_dir):
     models = requests.get(app + "v1/models", timeout=REQUEST_TIMEOUT).json()
     assert models["model_paths_from_requests"] is False
+    assert models["topics"]["name"] == "uctopic"
     for name in (str(tiny_encoder_dir), "/etc/passwd", "../models", "bundled:minilm", "~/model"):
         for path, body in (("v1/embed", {"texts": ["x"]}),
                            ("v1/classify", {"texts": ["x"], "labels": ["a"]}),
-                           ("v1/cluster", {"texts": ["a", "b", "c"], "k": 2})):
+                           ("v1/cluster", {"texts": ["a", "b", "c"], "k": 2}),
+                           ("v1/topics", {"documents": ["The central bank raised interest rates."] * 3})):
             response = requests.post(app + path, json={**body, "model": name}, timeout=REQUEST_TIMEOUT)
             assert response.status_code == 403, response.text
             assert "disabled by the server configuration" in response.json()["detail"]
     unknown = requests.post(app + "v1/embed", json={"texts": ["x"], "model": "nope"}, timeout=REQUEST_TIMEOUT)
     assert unknown.status_code == 404 and "served models: ['tiny']" in unknown.json()["detail"]
+    unknown = requests.post(app + "v1/topics", json={"documents": ["x"], "model": "tiny"}, timeout=REQUEST_TIMEOUT)
+    assert unknown.status_code == 404 and "the topics model is 'uctopic'" in unknown.json()["detail"]

@@ -3,7 +3,7 @@
     contrastext serve --set port=8123                  # local Ray, bundled MiniLM, http://127.0.0.1:8123/
     serve deploy cluster/serve.yaml                    # on a cluster (builder: app_builder)
 
-A new endpoint (e.g. phrase topics) is one more module with its route function and its deployment,
+A new endpoint is one more module with its route function and its deployment (like ``serve.topics``),
 added to the ingress below and bound in ``build_app``.
 """
 
@@ -27,8 +27,9 @@ from contrastext.serve.config import LimitsConfig, ServeConfig
 from contrastext.serve.deployments import EncoderDeployment, PathModelDeployment
 from contrastext.serve.schemas import (
     ClassifyRequest, ClassifyResponse, ClusterRequest, ClusterResponse, EmbedRequest, EmbedResponse,
-    ErrorResponse, HealthResponse, ModelInfo, ModelsResponse,
+    ErrorResponse, HealthResponse, ModelInfo, ModelsResponse, TopicsModelInfo, TopicsRequest, TopicsResponse,
 )
+from contrastext.serve.topics import topics_deployment, topics_route
 from contrastext.zeroshot import LabelSet, validate_template
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,8 @@ _ERRORS = {403: {"model": ErrorResponse, "description": "loading a model by path
 
 api = FastAPI(
     title="contrastext",
-    description="Text embeddings, zero-shot classification and clustering with contrastive encoders.",
+    description="Text embeddings, zero-shot classification, clustering and phrase topics with contrastive "
+                "encoders.",
     version="1",
 )
 
@@ -111,11 +113,12 @@ class Ingress:
     """HTTP front: checks limits, routes each request to its model deployment, shapes the answer."""
 
     def __init__(self, config: dict[str, Any], encoders: dict[str, DeploymentHandle],
-                 path_models: DeploymentHandle | None = None):
+                 path_models: DeploymentHandle | None = None, topics: DeploymentHandle | None = None):
         self.config = ServeConfig.model_validate(config)
         self.limits = self.config.limits
         self.encoders = encoders
         self.path_models = path_models
+        self.topics = topics
         api.state.limits = self.limits
         self.page = static_page()
 
@@ -200,8 +203,12 @@ class Ingress:
                                  max_length=info["max_length"], normalize=info["normalize"], device=info["device"],
                                  batching=info["batching"], replicas=replicas,
                                  default=name == self.config.default_model_name))
+        topics = None
+        if self.topics is not None:
+            info = await self._call(request, self.config.topics.name, self.topics.info.remote())
+            topics = TopicsModelInfo(**{k: info[k] for k in ("name", "model", "max_length", "device", "k_range")})
         return {"models": out, "default_model": self.config.default_model_name,
-                "model_paths_from_requests": self.path_models is not None}
+                "model_paths_from_requests": self.path_models is not None, "topics": topics}
 
     @api.post("/v1/embed", response_model=EmbedResponse, responses=_ERRORS)
     async def embed(self, body: EmbedRequest, request: Request) -> dict[str, Any]:
@@ -241,6 +248,10 @@ class Ingress:
             raise HTTPException(422, f"cannot cluster these texts: {error}") from None
         return {"request_id": request_id(request), "model": name, **result}
 
+    @api.post("/v1/topics", response_model=TopicsResponse, responses=_ERRORS)
+    async def topics(self, body: TopicsRequest, request: Request) -> dict[str, Any]:
+        return await topics_route(self, body, request)
+
 
 # ---------------------------------------------------------------- building and running
 def _encoder_deployment(name: str, config: ServeConfig):
@@ -271,10 +282,14 @@ def build_app(config: ServeConfig):
                                                    "num_gpus": 1 if template.use_gpu else 0},
         ).bind(template.model_dump(mode="json"), config.zeroshot.model_dump(mode="json"),
                config.path_models_per_replica)
+    topics = None
+    if config.topics.enabled:
+        topics = topics_deployment(config.topics, config.allow_model_paths_from_requests,
+                                   config.path_models_per_replica)
     ingress = Ingress.options(num_replicas=config.ingress_replicas,
                               max_ongoing_requests=config.ingress_max_ongoing_requests,
                               ray_actor_options={"num_cpus": config.ingress_num_cpus})
-    return ingress.bind(config.model_dump(mode="json"), encoders, path_models)
+    return ingress.bind(config.model_dump(mode="json"), encoders, path_models, topics)
 
 
 def app_builder(args: dict[str, Any]):
@@ -305,10 +320,13 @@ def run_serve(config: ServeConfig) -> dict[str, Any]:
 
     started = time.time()
     url = start_serve(config)
-    print(format_table([[name, m.model, m.replicas if m.autoscaling is None else "autoscaling",
-                         "on" if m.batching.enabled else "off", "gpu" if m.use_gpu else "cpu"]
-                        for name, m in config.models.items()],
-                       headers=["model", "spec", "replicas", "batching", "device"]))
+    rows = [[name, m.model, m.replicas if m.autoscaling is None else "autoscaling",
+             "on" if m.batching.enabled else "off", "gpu" if m.use_gpu else "cpu"]
+            for name, m in config.models.items()]
+    if config.topics.enabled:
+        t = config.topics
+        rows.append([f"{t.name} (/v1/topics)", t.model, t.replicas, "-", "gpu" if t.use_gpu else "cpu"])
+    print(format_table(rows, headers=["model", "spec", "replicas", "batching", "device"]))
     print(f"serving on {url}  (OpenAPI: {url}docs) — Ctrl-C to stop")
     try:
         while True:
@@ -336,7 +354,9 @@ def _summary(config: ServeConfig, seconds: float) -> dict[str, Any]:
         except Exception as error:  # noqa: BLE001 -- the summary must not hide the shutdown
             log.warning("no statistics from model %s: %s", name, error)
             continue
-        stats[name] = {k: info[k] for k in ("requests", "batches", "batched_requests", "rss_bytes", "label_cache")}
-        rows.append([name, info["requests"], info["batches"], info["rss_bytes"] / 2**20])
-    print(format_table(rows, headers=["model", "requests (one replica)", "batches", "replica RSS MiB"]))
+        stats[name] = {k: info[k] for k in ("requests", "batches", "batched_requests", "mean_batch_size",
+                                            "batch_sizes", "busy_seconds", "rss_bytes", "label_cache")}
+        rows.append([name, info["requests"], info["batches"], info["mean_batch_size"], info["rss_bytes"] / 2**20])
+    print(format_table(rows, headers=["model", "requests (one replica)", "batches", "requests per batch",
+                                      "replica RSS MiB"]))
     return {"seconds": seconds, "models": stats}

@@ -46,6 +46,8 @@ class ServedModelConfig(Settings):
     torch_threads: int | None = Field(None, ge=1, description="None: max(1, num_cpus)")
     max_ongoing_requests: int = Field(64, ge=1)
     allow_download: bool = Field(False, description="let the Hugging Face hub be contacted for a missing model")
+    pin_malloc_thresholds: bool = Field(
+        True, description="fix glibc's mmap/trim thresholds in the replica, so memory does not creep (Linux)")
 
     @model_validator(mode="after")
     def _batch_fits(self) -> "ServedModelConfig":
@@ -63,6 +65,10 @@ class LimitsConfig(Settings):
     max_aliases_per_label: int = Field(16, ge=0)
     max_cluster_texts: int = Field(2_000, ge=3, description="texts per /v1/cluster request")
     max_clusters: int = Field(50, ge=2)
+    max_topic_documents: int = Field(200, ge=1, description="documents per /v1/topics request")
+    max_topic_chars: int = Field(200_000, ge=1, description="characters of all documents of a /v1/topics request")
+    max_topics: int = Field(30, ge=2, description="n_topics a /v1/topics request may ask for")
+    max_top_phrases: int = Field(30, ge=1, description="top phrases per topic a /v1/topics request may ask for")
     max_body_bytes: int = Field(8 * 2**20, ge=1024, description="larger request bodies get 413 unread")
     request_timeout_s: float = Field(60.0, gt=0, description="a model call taking longer answers 504")
 
@@ -77,8 +83,33 @@ class ZeroShotSettings(Settings):
         return self
 
 
+class TopicsSettings(Settings):
+    """The phrase-topic model behind /v1/topics (one per application)."""
+
+    enabled: bool = Field(True, description="serve /v1/topics (off: it answers 404)")
+    name: str = Field("uctopic", description="the name requests and /v1/models use for it")
+    model: str = Field(DEFAULT_MODEL, description="a folder from `uctopic` pretrain/finetune, or an encoder spec")
+    max_length: int = Field(128, gt=0, description="tokens per sentence")
+    k_min: int = Field(2, ge=2, description="smallest topic count tried for n_topics 'auto'")
+    k_max: int = Field(10, ge=2, description="largest topic count tried for n_topics 'auto'")
+    max_phrases: int = Field(2000, ge=2, description="phrase instances encoded per request (a sample above it)")
+    replicas: int = Field(1, ge=1)
+    use_gpu: bool = False
+    num_cpus: float = Field(1.0, ge=0, description="CPUs reserved per replica")
+    torch_threads: int | None = Field(None, ge=1, description="None: max(1, num_cpus)")
+    max_ongoing_requests: int = Field(8, ge=1, description="requests a replica holds; they are mined one by one")
+
+    @model_validator(mode="after")
+    def _valid(self) -> "TopicsSettings":
+        if not _MODEL_NAME.match(self.name):
+            raise ValueError(f"topics.name must be letters, digits, '_', '.', '-' (≤ 64 chars): {self.name!r}")
+        if self.k_min > self.k_max:
+            raise ValueError(f"topics.k_min ({self.k_min}) > topics.k_max ({self.k_max})")
+        return self
+
+
 class ServeConfig(Settings):
-    """``contrastext serve``: Ray Serve endpoints (embed, classify, cluster) and a web page."""
+    """``contrastext serve``: Ray Serve endpoints (embed, classify, cluster, topics) and a web page."""
 
     host: str = Field("127.0.0.1", description="0.0.0.0 to listen on every interface")
     port: int = Field(8000, ge=1, le=65535)
@@ -88,6 +119,7 @@ class ServeConfig(Settings):
     default_model: str | None = Field(None, description="model used when a request names none; None: the first")
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     zeroshot: ZeroShotSettings = Field(default_factory=ZeroShotSettings)
+    topics: TopicsSettings = Field(default_factory=TopicsSettings)
     allow_model_paths_from_requests: bool = Field(
         False, description="let a request name a model folder or spec that is not in `models` (loads it)")
     path_models_per_replica: int = Field(2, ge=1, description="request-loaded models a replica keeps (LRU)")

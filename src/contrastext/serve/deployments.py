@@ -1,8 +1,9 @@
 """Model deployments: replicas that hold encoders and answer embed / classify calls from the ingress.
 
-``EncoderDeployment`` serves one configured model, with dynamic batching (``@serve.batch``): the texts
-of concurrent requests are encoded in one forward pass. ``PathModelDeployment`` exists only when the
-operator allows requests to name a model folder; it loads such models on demand (LRU, no batching).
+``EncoderDeployment`` serves one configured model, with dynamic batching (``serve.batcher``): the texts
+of concurrent requests are encoded in one forward pass and their label scores computed in the same call
+on the model thread. ``PathModelDeployment`` exists only when the operator allows requests to name a
+model folder; it loads such models on demand (LRU, no batching).
 """
 
 from __future__ import annotations
@@ -12,13 +13,15 @@ import logging
 import os
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 from ray import serve
 
+from contrastext.serve.batcher import DynamicBatcher
 from contrastext.serve.config import ServedModelConfig, ZeroShotSettings
-from contrastext.zeroshot import ZeroShotClassifier, predictions
+from contrastext.zeroshot import LabelSet, ZeroShotClassifier, predictions
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +39,48 @@ def process_rss_bytes() -> int:
         return peak if sys.platform == "darwin" else peak * 1024
 
 
+@dataclass
+class EncodeJob:
+    """One request's work for a model: embed ``texts`` and, with a label set, score them against it."""
+
+    texts: list[str]
+    label_set: LabelSet | None = None
+    template: str | None = None
+
+
+@dataclass
+class JobResult:
+    embeddings: np.ndarray
+    scores: np.ndarray | None = None
+
+
+def pin_malloc_thresholds(mmap_threshold: int = 1 << 16, trim_threshold: int = 1 << 20) -> bool:
+    """Fix glibc's mmap and trim thresholds (Linux); returns whether they were set.
+
+    By default glibc raises its mmap threshold each time a large block is freed, after which the
+    activation tensors of batches of varying shape are carved from the heap and fragment it: a replica's
+    memory then creeps up request after request. With fixed thresholds large blocks go back to the system.
+    """
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    return bool(libc.mallopt(m_mmap_threshold, mmap_threshold)) and bool(libc.mallopt(m_trim_threshold,
+                                                                                      trim_threshold))
+
+
 class ModelRunner:
     """One loaded encoder, its zero-shot classifier and the single thread its forward passes run on.
 
     One thread per model keeps forward passes from competing for the replica's CPU threads and keeps
-    the replica's event loop free for health checks and for gathering the next batch.
+    the replica's event loop free for health checks and for gathering the next batch. A batch of jobs
+    is one call on that thread: one forward pass over all their texts, then each job's label scores.
     """
 
     def __init__(self, name: str, config: ServedModelConfig, zeroshot: ZeroShotSettings):
@@ -50,6 +90,8 @@ class ModelRunner:
 
         self.name = name
         self.config = config
+        if config.pin_malloc_thresholds:
+            pin_malloc_thresholds()
         threads = config.torch_threads or max(1, int(config.num_cpus))
         torch.set_num_threads(threads)
         device = "cuda" if config.use_gpu and torch.cuda.is_available() else "cpu"
@@ -70,17 +112,51 @@ class ModelRunner:
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
-    async def encode(self, texts: Sequence[str]) -> np.ndarray:
-        return await self.run(self.encoder.encode, list(texts), self.config.encode_batch_size)
+    # ------------------------------------------------------------ on the model thread
+    def process(self, jobs: Sequence[EncodeJob]) -> list[JobResult | Exception]:
+        """Results of ``jobs`` in order; a job that fails gets its exception, the others their results."""
+        flat = [text for job in jobs for text in job.texts]
+        try:
+            embeddings = self.encoder.encode(flat, self.config.encode_batch_size)
+        except Exception:
+            if len(jobs) == 1:
+                raise
+            # find the job(s) at fault, so the others still get answers
+            return [self._process_alone(job) for job in jobs]
+        bounds = np.cumsum([0] + [len(job.texts) for job in jobs])
+        return [self._finish(job, embeddings[a:b]) for job, a, b in zip(jobs, bounds[:-1], bounds[1:])]
 
-    async def classify(self, text_embeddings: np.ndarray, labels: Sequence[str],
-                       aliases: Mapping[str, Sequence[str]] | None, auto_aliases: bool, template: str | None,
-                       threshold: float | None) -> dict[str, Any]:
-        label_set = self.classifier.label_set(labels, aliases, auto_aliases)
-        # a cached label set costs no forward pass; a new one is embedded on the model thread
-        scores = await self.run(self.classifier.score_embeddings, text_embeddings, label_set, template)
-        results = predictions(scores, label_set.labels, threshold)
-        return {"template": template or self.classifier.template,
+    def _process_alone(self, job: EncodeJob) -> JobResult | Exception:
+        try:
+            return self.process([job])[0]
+        except Exception as error:  # noqa: BLE001 -- handed back to that job's caller, raised there
+            return error
+
+    def _finish(self, job: EncodeJob, embeddings: np.ndarray) -> JobResult | Exception:
+        if job.label_set is None:
+            return JobResult(embeddings)
+        try:  # a label set not in the cache costs one forward pass over its prompts
+            return JobResult(embeddings, self.classifier.score_embeddings(embeddings, job.label_set, job.template))
+        except Exception as error:  # noqa: BLE001 -- this job's failure only
+            return error
+
+    # ------------------------------------------------------------ from the event loop, unbatched
+    async def submit(self, job: EncodeJob) -> JobResult:
+        result = (await self.run(self.process, [job]))[0]
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def classify_job(self, texts: Sequence[str], labels: Sequence[str],
+                     aliases: Mapping[str, Sequence[str]] | None, auto_aliases: bool,
+                     template: str | None) -> EncodeJob:
+        return EncodeJob(list(texts), self.classifier.label_set(labels, aliases, auto_aliases),
+                         template or self.classifier.template)
+
+    def answer(self, result: JobResult, label_set: LabelSet, template: str,
+               threshold: float | None) -> dict[str, Any]:
+        results = predictions(result.scores, label_set.labels, threshold)
+        return {"template": template,
                 "results": [{"label": p.label, "scores": p.scores,
                              "labels": p.labels if threshold is not None else None} for p in results]}
 
@@ -92,57 +168,42 @@ class ModelRunner:
 
 @serve.deployment
 class EncoderDeployment:
-    """Replicas of one served model."""
+    """Replicas of one served model; with batching on, concurrent requests share forward passes."""
 
     def __init__(self, name: str, model: dict[str, Any], zeroshot: dict[str, Any]):
         config = ServedModelConfig.model_validate(model)
         self.runner = ModelRunner(name, config, ZeroShotSettings.model_validate(zeroshot))
         self.batching = config.batching
-        self._encode_batched.set_max_batch_size(config.batching.max_batch_size)
-        self._encode_batched.set_batch_wait_timeout_s(config.batching.batch_wait_timeout_s)
+        self.batcher: DynamicBatcher[EncodeJob, JobResult] | None = None
+        if config.batching.enabled:
+            self.batcher = DynamicBatcher(self._run_batch, max_batch_size=config.batching.max_batch_size,
+                                          batch_wait_timeout_s=config.batching.batch_wait_timeout_s)
         self.requests = 0
-        self.batches = 0
-        self.batched_requests = 0
 
-    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.01)
-    async def _encode_batched(self, requests: list[list[str]]) -> list[np.ndarray | Exception]:
-        self.batches += 1
-        self.batched_requests += len(requests)
-        flat = [text for texts in requests for text in texts]
-        try:
-            embeddings = await self.runner.encode(flat)
-        except Exception:  # noqa: BLE001 -- find the request(s) at fault, so the others still get answers
-            if len(requests) == 1:
-                raise
-            return [await self._encode_alone(texts) for texts in requests]
-        bounds = np.cumsum([0] + [len(texts) for texts in requests])
-        return [embeddings[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    async def _run_batch(self, jobs: list[EncodeJob]) -> list[JobResult | Exception]:
+        return await self.runner.run(self.runner.process, jobs)
 
-    async def _encode_alone(self, texts: list[str]) -> np.ndarray | Exception:
-        try:
-            return await self.runner.encode(texts)
-        except Exception as error:  # noqa: BLE001 -- handed back to that request's caller, raised there
-            return error
+    async def _submit(self, job: EncodeJob) -> JobResult:
+        self.requests += 1
+        if self.batcher is None:
+            return await self.runner.submit(job)
+        return await self.batcher.submit(job)
 
     async def encode(self, texts: list[str]) -> np.ndarray:
-        self.requests += 1
-        if not self.batching.enabled:
-            return await self.runner.encode(texts)
-        result = await self._encode_batched(texts)
-        if isinstance(result, Exception):
-            raise result
-        return result
+        return (await self._submit(EncodeJob(texts))).embeddings
 
     async def classify(self, texts: list[str], labels: list[str], aliases: dict[str, list[str]] | None,
                        auto_aliases: bool, template: str | None, threshold: float | None) -> dict[str, Any]:
-        embeddings = await self.encode(texts)
-        return await self.runner.classify(embeddings, labels, aliases, auto_aliases, template, threshold)
+        job = self.runner.classify_job(texts, labels, aliases, auto_aliases, template)
+        result = await self._submit(job)
+        return self.runner.answer(result, job.label_set, job.template, threshold)
 
     def info(self) -> dict[str, Any]:
         classifier = self.runner.classifier
+        stats = self.batcher.stats.as_dict() if self.batcher is not None else {
+            "batches": 0, "batched_requests": 0, "mean_batch_size": 0.0, "batch_sizes": {}, "busy_seconds": 0.0}
         return {**self.runner.info(), "batching": self.batching.model_dump(), "pid": os.getpid(),
-                "rss_bytes": process_rss_bytes(), "requests": self.requests, "batches": self.batches,
-                "batched_requests": self.batched_requests,
+                "rss_bytes": process_rss_bytes(), "requests": self.requests, **stats,
                 "label_cache": {"hits": classifier.cache_hits, "misses": classifier.cache_misses}}
 
 
@@ -178,13 +239,13 @@ class PathModelDeployment:
             return runner
 
     async def encode(self, spec: str, texts: list[str]) -> np.ndarray:
-        return await (await self._runner(spec)).encode(texts)
+        return (await (await self._runner(spec)).submit(EncodeJob(texts))).embeddings
 
     async def classify(self, spec: str, texts: list[str], labels: list[str], aliases: dict[str, list[str]] | None,
                        auto_aliases: bool, template: str | None, threshold: float | None) -> dict[str, Any]:
         runner = await self._runner(spec)
-        embeddings = await runner.encode(texts)
-        return await runner.classify(embeddings, labels, aliases, auto_aliases, template, threshold)
+        job = runner.classify_job(texts, labels, aliases, auto_aliases, template)
+        return runner.answer(await runner.submit(job), job.label_set, job.template, threshold)
 
     async def info(self, spec: str) -> dict[str, Any]:
         return (await self._runner(spec)).info()

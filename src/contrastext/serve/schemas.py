@@ -92,6 +92,60 @@ class ClusterResponse(BaseModel):
     points: list[list[float]] = Field(..., description="2-D PCA projection of the embeddings, one per text")
 
 
+class TopicsRequest(_Request):
+    documents: list[str] = Field(..., min_length=1, description="documents to mine phrase topics from")
+    n_topics: Annotated[int, Field(ge=2, le=10_000)] | Literal["auto"] = Field(
+        "auto", description="number of topics, or 'auto' (the best silhouette over the server's k range)")
+    top_phrases: int = Field(10, ge=1, le=100, description="phrases listed per topic, most typical first")
+    seed: int = Field(0, ge=0, le=2**31 - 1)
+    model: str | None = Field(None, max_length=4096,
+                              description="the server's topics model name (GET /v1/models); none: that model")
+
+
+class TopicPhraseOut(BaseModel):
+    phrase: str
+    score: float = Field(..., description="p(topic | phrase): the mean of its instances' topic distributions")
+    count: int = Field(..., description="instances of the phrase in the documents")
+
+
+class TopicOut(BaseModel):
+    topic: int
+    size: int = Field(..., description="phrase instances assigned to the topic")
+    phrases: list[TopicPhraseOut]
+
+
+class PhraseOccurrenceOut(BaseModel):
+    document: int = Field(..., description="index into the request's documents")
+    start: int = Field(..., description="character offset of the phrase in its document")
+    end: int
+    phrase: str
+    topic: int
+    score: float = Field(..., description="p(topic | this occurrence)")
+
+
+class TopicsResponse(BaseModel):
+    model_config = ConfigDict(protected_namespaces=())
+    request_id: str
+    model: str
+    n_topics: int
+    silhouette: float | None
+    silhouette_by_k: dict[int, float] = Field(..., description="silhouette per topic count tried ('auto')")
+    extractor: str = Field(..., description="how candidate phrases were found (spacy:<model> or ngram)")
+    instances: int = Field(..., description="phrase instances encoded")
+    topics: list[TopicOut]
+    occurrences: list[PhraseOccurrenceOut]
+    phrase_topics: dict[str, int] = Field(..., description="each distinct phrase (lower-cased) and its topic")
+
+
+class TopicsModelInfo(BaseModel):
+    model_config = ConfigDict(protected_namespaces=())
+    name: str
+    model: str
+    max_length: int
+    device: str
+    k_range: list[int] = Field(..., description="[k_min, k_max] tried for n_topics 'auto'")
+
+
 class ModelInfo(BaseModel):
     model_config = ConfigDict(protected_namespaces=())
     name: str
@@ -109,6 +163,7 @@ class ModelsResponse(BaseModel):
     models: list[ModelInfo]
     default_model: str
     model_paths_from_requests: bool
+    topics: TopicsModelInfo | None = Field(None, description="the /v1/topics model; none: topics are off")
 
 
 class HealthResponse(BaseModel):
