@@ -61,3 +61,4 @@ def test_label_prototypes_are_the_confident_members_means():
     fallback = np.eye(3, 8, k=5, dtype=np.float32)
     filled = label_prototypes(embeddings[:40], scores[:40], fallback=fallback)
     assert np.allclose(filled[2], fallback[2]) and filled[0].argmax() == 0
+

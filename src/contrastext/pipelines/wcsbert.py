@@ -72,13 +72,20 @@ def _comparable(settings: dict[str, Any]) -> dict[str, Any]:
     return settings
 
 
+def _differences(old: Any, new: Any, path: str = "") -> list[str]:
+    """Settings that differ; a key only one side has is a setting added since, whose default is what ran."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for k in old.keys() & new.keys() for d in _differences(old[k], new[k], f"{path}.{k}")]
+    return [] if old == new else [path or "."]
+
+
 def _done(stage_dir: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
     """The stage's recorded result when it finished with these settings; None means run it."""
     marker = stage_dir / "done.json"
     if not marker.is_file():
         return None
     record = json.loads(marker.read_text())
-    if _comparable(record.get("settings") or {}) != _comparable(settings):
+    if _differences(_comparable(record.get("settings") or {}), _comparable(settings)):
         log.warning("%s was made with other settings: running the stage again", stage_dir)
         return None
     return record["result"]
