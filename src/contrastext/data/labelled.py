@@ -48,11 +48,15 @@ class LabelledTextsConfig(Settings):
 
 
 def ag_news_test(path: str = "ag_news/test.csv") -> LabelledTextsConfig:
-    """The AG News test set as published: no header; class 1-4, title, description."""
+    """The AG News test set as published: no header; class 1-4, title, description.
+
+    Title and description are read as two sentences ("Title. Description"), the form behind the published
+    zero-shot figures of all-MiniLM-L6-v2 on this set (0.647 / 0.684 / 0.728).
+    """
     return LabelledTextsConfig(
         path=path, columns=["class", "title", "description"], text_columns=["title", "description"],
         label_column="class", label_names={"1": "World", "2": "Sports", "3": "Business", "4": "Sci/Tech"},
-        unescape_breaks=True)
+        unescape_breaks=True, join="sentences")
 
 
 @dataclass

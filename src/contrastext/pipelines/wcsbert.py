@@ -17,6 +17,7 @@ from the first unfinished stage, and the training and encoding stages also resum
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -134,7 +135,9 @@ def load_eval_set(config: WCSBertConfig, root: Path) -> tuple[EvalSet | None, st
     label_ids = [config.labels.names.index(label) for label in data.labels or []]
     evaluator = ZeroShotEvaluator(data.texts, label_ids, config.labels.names, _scheme(config))
     half = f", {ev.half} half (seed {ev.split_seed})" if ev.half else ""
-    return EvalSet(evaluator, len(data), f"{ev.texts.path}{half}, {len(data)} rows"), ""
+    # the fingerprint keeps evaluations stored by an earlier run from being reused for other texts
+    fingerprint = hashlib.sha256("\n".join(data.texts).encode("utf-8")).hexdigest()[:12]
+    return EvalSet(evaluator, len(data), f"{ev.texts.path}{half}, {len(data)} rows, texts {fingerprint}"), ""
 
 
 def baseline_schemes(config: WCSBertConfig) -> list[LabelScheme]:
