@@ -405,24 +405,12 @@ def _finish(config: UCTopicConfig, run_dir: str, summary: dict[str, Any], table_
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``jobs/uctopic.py STAGE [--config x.yaml] [--set key=value ...] [--print-config]``."""
-    from pydantic import ValidationError
-
-    from contrastext.cli import _add_config_args
-    from contrastext.config import dump_config, load_config
+    from contrastext.cli import _add_config_args, run_job
 
     parser = argparse.ArgumentParser(prog="jobs/uctopic", description=__doc__.splitlines()[0])
     parser.add_argument("stage", choices=STAGES, nargs="?", help="what to run (default: the config's stage)")
     _add_config_args(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    overrides = list(args.overrides) + ([f"stage={args.stage}"] if args.stage else [])
-    try:
-        config = load_config(UCTopicConfig, args.config, overrides)
-    except (ValidationError, ValueError, OSError) as error:
-        print(f"uctopic: invalid configuration:\n{error}", file=sys.stderr)
-        return 2
-    if args.print_config:
-        print(dump_config(config), end="")
-        return 0
-    run_uctopic(config)
-    return 0
+    args.overrides = list(args.overrides) + ([f"stage={args.stage}"] if args.stage else [])
+    return run_job("uctopic", args)
