@@ -1,6 +1,7 @@
 """Serving throughput: /v1/classify with dynamic batching vs batching off, 8 concurrent clients, loopback.
 
     python benchmarks/serve.py [--requests 2000] [--clients 8] [--memory-requests 10000] [--threads 2]
+                               [--precision auto|fp32|bf16]
 
 One application serves the bundled MiniLM twice: model "batched" (dynamic batching, ``serve.batcher``)
 and model "unbatched" (one forward pass per request). Each phase sends the same fixed count of one-text
@@ -104,7 +105,8 @@ def throughput_report(args: argparse.Namespace, phases: dict[str, list[dict]], b
     rows = [[f"{model}: requests/s", median(model, "requests_per_s")] for model in ("unbatched", "batched")]
     rows += [[f"{model}: p50 / p99 ms", f"{median(model, 'p50_ms'):.1f} / {median(model, 'p99_ms'):.1f}"]
              for model in ("unbatched", "batched")]
-    rows += [["ratio batched / unbatched (target ≥ 1.8)", ratio],
+    rows += [["precision of forward passes", batching["precision"]],
+             ["ratio batched / unbatched (target ≥ 1.8)", ratio],
              ["mean requests per batch", batching["mean_batch_size"]],
              ["batch sizes (size: batches)", " ".join(f"{k}:{v}" for k, v in batching["batch_sizes"].items())],
              ["batched model thread busy", f"{100 * batching['busy_share']:.0f}%"],
@@ -113,7 +115,7 @@ def throughput_report(args: argparse.Namespace, phases: dict[str, list[dict]], b
                                       "value"]), flush=True)
     return {"requests_per_phase": args.requests, "clients": args.clients, "rounds": args.rounds,
             "max_batch_size": args.max_batch_size, "batch_wait_ms": args.batch_wait_ms,
-            "torch_threads": args.threads, "mean_requests_per_batch": batching["mean_batch_size"],
+            "torch_threads": args.threads, "precision": batching["precision"], "mean_requests_per_batch": batching["mean_batch_size"],
             "batching": batching, "phases": phases,
             "ratio_batched_over_unbatched": ratio, "memory": None}
 
@@ -130,6 +132,8 @@ def main() -> None:
     parser.add_argument("--max-batch-size", type=int, default=16)
     parser.add_argument("--batch-wait-ms", type=float, default=5.0)
     parser.add_argument("--threads", type=int, default=2, help="torch threads per replica")
+    parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
+                        help="the replicas' precision (auto: bf16 where the CPU has native bf16)")
     parser.add_argument("--model", default=DEFAULT_MODEL)
     args = parser.parse_args()
 
@@ -139,7 +143,8 @@ def main() -> None:
     from contrastext.serve.config import ServeConfig
 
     texts = [f"{title}. {body}" for title, body in ag_news_rows(2000)]
-    common = {"model": args.model, "max_length": 128, "num_cpus": 1, "torch_threads": args.threads}
+    common = {"model": args.model, "max_length": 128, "num_cpus": 1, "torch_threads": args.threads,
+              "precision": args.precision}
     config = ServeConfig(
         port=free_port(), app_name="serve-benchmark",
         models={"batched": {**common, "batching": {"enabled": True, "max_batch_size": args.max_batch_size,
@@ -173,6 +178,7 @@ def main() -> None:
             batching = {"mean_batch_size": sum(k * v for k, v in sizes.items()) / max(1, batches),
                         "batch_sizes": dict(sorted(sizes.items())), "busy_share": busy / max(seconds, 1e-9),
                         "load": [load_before, os.getloadavg()[0]]}
+            batching["precision"] = replica_info(config.app_name, "batched")["precision"]
             result = throughput_report(args, phases, batching)
             print(f"written to {write_result('serve', result)}", flush=True)
 

@@ -55,6 +55,22 @@ def test_encode_agrees_with_the_training_forward(tiny):
     np.testing.assert_allclose(tiny.encode(TEXTS), expected, atol=1e-5)
 
 
+def test_bf16_on_cpu_runs_the_matrix_products_in_bf16_and_stays_close(tiny_encoder_dir):
+    encoder = TextEncoder.from_pretrained(tiny_encoder_dir, device="cpu")
+    fp32 = encoder.encode(TEXTS)
+    dtypes: set[torch.dtype] = set()
+    hook = encoder.transformer.encoder.layer[0].attention.self.query.register_forward_hook(
+        lambda module, args, output: dtypes.add(output.dtype))
+    try:
+        encoder.bf16_on_cpu = True
+        bf16 = encoder.encode(TEXTS)
+    finally:
+        hook.remove()
+    assert dtypes == {torch.bfloat16} and bf16.dtype == np.float32
+    cosine = (fp32 * bf16).sum(1) / np.linalg.norm(fp32, axis=1) / np.linalg.norm(bf16, axis=1)
+    assert cosine.min() > 0.99
+
+
 def test_max_length_truncates(tiny):
     long_text = "word " * 500
     a = tiny.encode([long_text], max_length=16)

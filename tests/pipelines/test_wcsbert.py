@@ -46,12 +46,16 @@ def _config(tmp_path: Path, tiny_encoder_dir: Path, **overrides) -> WCSBertConfi
 
 
 def test_every_stage_runs_then_a_second_run_skips_them(ray_session, tiny_encoder_dir, tmp_path, capsys):
-    config = _config(tmp_path, tiny_encoder_dir)
+    config = _config(tmp_path, tiny_encoder_dir, **{"pretrain.use": "if_dev_improves"})
     summary = run_wcsbert(config)
     run = tmp_path / "runs" / "wcsbert"
     assert summary["corpus"]["pages"] == 106 and summary["corpus"]["pairs_written"] > 4000
     assert summary["pretrain"]["dev_pages"] == 5 and summary["pretrain"]["steps"] == 2
-    assert "map@3" in summary["pretrain"]["dev_after"]
+    pretrain = summary["pretrain"]
+    # round 1 starts from the pretrained model only if it beat the untrained one on the dev pages
+    assert pretrain["used"] == (pretrain["dev_after"]["map@3"] > pretrain["dev_before"]["map@3"])
+    started_from = json.loads((run / "round_1" / "done.json").read_text())["settings"]["from"]
+    assert started_from == (pretrain["model"] if pretrain["used"] else str(tiny_encoder_dir))
     assert summary["pool_rows"] == 106
     assert [r["round"] for r in summary["rounds"]] == [1, 2]
     for record in summary["rounds"]:
@@ -92,8 +96,11 @@ def test_text_pool_trains_only_on_its_half(ray_session, tiny_encoder_dir, tmp_pa
     config = _config(tmp_path, tiny_encoder_dir, **{
         "pretrain.enabled": "false", "rounds.rounds": "1", "output.name": "texts", "pool.source": "texts",
         "pool.half": "first", "pool.split_seed": "0", "pool.texts": f"{{path: {pool_file}, label_column: label}}",
-        "evaluation.half": "second", "evaluation.texts.path": str(pool_file), "evaluation.baselines": "false"})
+        "evaluation.half": "second", "evaluation.texts.path": str(pool_file), "evaluation.baselines": "false",
+        "rounds.pseudo_labels": "prototypes", "evaluation.prototype_iterations": "3"})
     summary = run_wcsbert(config)
+    assert summary["rounds"][0]["pseudo_labels"] == "prototypes" and summary["final"]["prototypes"]["accuracy"] >= 0
+    assert json.loads((tmp_path / "runs" / "texts" / "label_prototypes.json").read_text())["iterations"] == 3
     data = load_labelled_texts(LabelledTextsConfig(path=str(pool_file)))
     first, second = data.split_halves(0)
     assert summary["corpus"] is None and summary["pretrain"] is None

@@ -34,9 +34,11 @@ def app(ray_session, tiny_encoder_dir):
     config = ServeConfig(
         port=free_port(),
         models={
-            "tiny": {**small, "batching": {"max_batch_size": 32, "batch_wait_timeout_s": 0.05}},
-            # max_length above the model's 128 positions: a real forward-pass failure on long texts
-            "broken": {**small, "max_length": 512, "batching": {"max_batch_size": 8, "batch_wait_timeout_s": 0.2}},
+            # fp32, so answers can be compared with the local encoder to 1e-5
+            "tiny": {**small, "precision": "fp32", "batching": {"max_batch_size": 32, "batch_wait_timeout_s": 0.05}},
+            # max_length above the model's 128 positions: a real forward-pass failure on long texts; bf16
+            "broken": {**small, "max_length": 512, "precision": "bf16",
+                       "batching": {"max_batch_size": 8, "batch_wait_timeout_s": 0.2}},
         },
         limits={"max_texts_per_request": 40, "max_chars_per_text": MAX_CHARS, "max_labels_per_request": 5,
                 "max_cluster_texts": 40, "max_clusters": 6, "max_body_bytes": 8192, "request_timeout_s": 30,
@@ -78,6 +80,7 @@ def test_health_and_models(app, local, tiny_encoder_dir):
     assert by_name["tiny"]["dimension"] == local.embedding_dimension == 32
     assert by_name["tiny"]["default"] and not by_name["broken"]["default"]
     assert by_name["tiny"]["batching"]["enabled"] and by_name["tiny"]["device"] == "cpu"
+    assert by_name["tiny"]["precision"] == "fp32" and by_name["broken"]["precision"] == "bf16"
     assert by_name["broken"]["max_length"] == 512
     assert models["topics"] == {"name": "uctopic", "model": str(tiny_encoder_dir), "max_length": 512,
                                 "device": "cpu", "k_range": [2, 4]}
@@ -100,6 +103,15 @@ def test_embed_matches_the_encoder(app, local):
     assert body["model"] == "tiny" and body["dimension"] == 32
     assert body["request_id"] == response.headers["x-request-id"]
     np.testing.assert_allclose(np.array(body["embeddings"]), local.encode(texts), atol=1e-5)
+
+
+def test_bf16_model_embeds_close_to_fp32(app, local):
+    texts = ["A cat sat on the mat.", "Stocks fell on Monday.", "The striker scored twice."]
+    response = post(app, "v1/embed", {"texts": texts, "model": "broken"})
+    assert response.status_code == 200, response.text
+    got, want = np.array(response.json()["embeddings"]), local.encode(texts)
+    cosine = (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
+    assert cosine.min() > 0.99 and not np.allclose(got, want, atol=1e-6)  # bf16 did run, and stayed close
 
 
 def test_classify_matches_the_classifier(app, local):

@@ -27,6 +27,14 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU runs bf16 matrix products natively (AVX512-BF16 or AMX), so bf16 inference pays."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a build without oneDNN
+        return False
+
+
 def pool(token_embeddings: torch.Tensor, attention_mask: torch.Tensor, mode: Pooling) -> torch.Tensor:
     """Pool token states [B, T, D] to [B, D] the way sentence-transformers does."""
     if mode == "cls":
@@ -45,11 +53,13 @@ class TextEncoder(nn.Module):
     """Encode texts to fixed-size vectors.
 
     ``forward`` takes tokenised features and keeps the autograd graph (training); ``encode`` takes strings
-    and returns float32 numpy arrays (inference: length-sorted batches, no grad, bf16 autocast on GPU).
+    and returns float32 numpy arrays (inference: length-sorted batches, no grad, bf16 autocast on GPU,
+    and on CPU when ``bf16_on_cpu`` is set).
     """
 
     def __init__(self, transformer: nn.Module, tokenizer, *, pooling: Pooling = "mean", normalize: bool = False,
-                 max_length: int = DEFAULT_MAX_LENGTH, do_lower_case: bool = False, bf16_on_gpu: bool = True):
+                 max_length: int = DEFAULT_MAX_LENGTH, do_lower_case: bool = False, bf16_on_gpu: bool = True,
+                 bf16_on_cpu: bool = False):
         super().__init__()
         self.transformer = transformer
         self.tokenizer = tokenizer
@@ -58,6 +68,7 @@ class TextEncoder(nn.Module):
         self.max_length = max_length
         self.do_lower_case = do_lower_case
         self.bf16_on_gpu = bf16_on_gpu
+        self.bf16_on_cpu = bf16_on_cpu
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -127,6 +138,8 @@ class TextEncoder(nn.Module):
     def _autocast(self):
         if self.device.type == "cuda" and self.bf16_on_gpu:
             return torch.autocast("cuda", dtype=torch.bfloat16)
+        if self.device.type == "cpu" and self.bf16_on_cpu:
+            return torch.autocast("cpu", dtype=torch.bfloat16)
         return nullcontext()
 
     def _pad(self, encodings: list[list[int]], key_rows: list[int], pad_value: int) -> torch.Tensor:

@@ -37,9 +37,15 @@ from contrastext.evaluators.zeroshot_accuracy import LabelScheme, ZeroShotEvalua
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.report import format_table
 from contrastext.runtime import init_ray
-from contrastext.selftrain.config import WCSBertConfig
+from contrastext.selftrain.config import PretrainConfig, WCSBertConfig
 from contrastext.selftrain.pseudo_labels import select
-from contrastext.selftrain.prototypes import classify_by_prototypes, label_prototypes, pool_embeddings
+from contrastext.selftrain.prototypes import (
+    classify_by_prototypes,
+    label_prototypes,
+    pool_embeddings,
+    prototype_scores,
+    refine_prototypes,
+)
 from contrastext.selftrain.pseudo_pairs import PseudoPairs, category_pairs, text_pairs
 from contrastext.selftrain.scoring import changed_share, score_pool
 
@@ -254,6 +260,15 @@ def _stage_pretrain(config: WCSBertConfig, run: Path) -> dict[str, Any]:
     return _mark_done(stage, settings, out)
 
 
+def _pretrained_model_is_used(settings: PretrainConfig, result: dict[str, Any]) -> bool:
+    if settings.use == "always":
+        return True
+    before, after = result["dev_before"].get("map@3"), result["dev_after"].get("map@3")
+    if before is None or after is None:  # no dev pages: nothing says it did not help
+        return True
+    return after > before
+
+
 def _pool_pages(config: WCSBertConfig, run: Path, root: Path) -> tuple[Path, int]:
     from contrastext.selftrain.pool import write_text_pool
 
@@ -355,7 +370,13 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     if config.pretrain.enabled:
         t = time.perf_counter()
         pretrain = _stage_pretrain(config, run)
-        model_0 = pretrain["model"]
+        pretrain["used"] = _pretrained_model_is_used(config.pretrain, pretrain)
+        if pretrain["used"]:
+            model_0 = pretrain["model"]
+        else:
+            _say(f"pretrain: dev MAP@3 {pretrain['dev_after'].get('map@3', float('nan')):.3f} does not beat the "
+                 f"untrained {pretrain['dev_before'].get('map@3', float('nan')):.3f}; self-training starts from "
+                 f"{config.encoder.model} (pretrain.use=if_dev_improves)")
         timings["pretrain"] = time.perf_counter() - t
         if eval_set is not None:
             stored = _stored_evaluation(run / "eval_pretrained.json", eval_set)
@@ -464,7 +485,12 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: Path, model: str,
     labels = config.labels
     scorer = _load_encoder(model, config.encoder)
     pool = score_pool(embeddings_dir, scorer, label_set, labels.template)
-    pseudo = select(pool.scores, config.rounds.selection, pool.alias)
+    scores = pool.scores
+    if config.rounds.pseudo_labels == "prototypes":
+        stored = pool_embeddings(embeddings_dir, pool.ids)
+        seeds = label_prototypes(stored, pool.scores, config.rounds.prototype_fraction)
+        scores = prototype_scores(stored, refine_prototypes(stored, seeds, config.rounds.prototype_iterations))
+    pseudo = select(scores, config.rounds.selection, pool.alias)
     stage.mkdir(parents=True, exist_ok=True)
     np.save(stage / "pseudo_labels.npy", pseudo.label)
     kept_ids = pool.ids[pseudo.kept]
@@ -508,7 +534,8 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: Path, model: str,
     encoding = time.perf_counter() - t
 
     record: dict[str, Any] = {
-        "round": r, "pool": int(len(pool.ids)), "kept": int(len(pseudo.kept)),
+        "round": r, "pool": int(len(pool.ids)), "pseudo_labels": config.rounds.pseudo_labels,
+        "kept": int(len(pseudo.kept)),
         "kept_per_label": dict(zip(labels.names, pseudo.kept_per_label(len(labels.names)).tolist())),
         "pairs": len(pairs), "pairs_per_label": dict(zip(labels.names, pairs.per_label(len(labels.names)).tolist())),
         "category_conflicts": pairs.conflicts, "labels_changed": changed_share(previous_labels, pseudo.label),
@@ -534,11 +561,13 @@ def _prototypes(config: WCSBertConfig, encoder, embeddings_dir: Path, label_set,
     aliases = ZeroShotClassifier(encoder, template=config.labels.template).alias_embeddings(label_set)
     _, owner = label_set.flat()
     prompts = np.stack([aliases[owner == label].mean(axis=0) for label in range(len(label_set.labels))])
-    prototypes = label_prototypes(pool_embeddings(embeddings_dir, pool.ids), pool.scores,
-                                  config.evaluation.prototype_fraction, fallback=prompts)
+    stored = pool_embeddings(embeddings_dir, pool.ids)
+    prototypes = label_prototypes(stored, pool.scores, config.evaluation.prototype_fraction, fallback=prompts)
+    prototypes = refine_prototypes(stored, prototypes, config.evaluation.prototype_iterations)
     np.save(run / "label_prototypes.npy", prototypes)
     write_json_atomic(run / "label_prototypes.json", {"labels": config.labels.names,
                                                       "fraction": config.evaluation.prototype_fraction,
+                                                      "iterations": config.evaluation.prototype_iterations,
                                                       "embeddings": str(embeddings_dir)})
     return prototypes
 

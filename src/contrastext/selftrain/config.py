@@ -59,6 +59,9 @@ class PretrainConfig(Settings):
                                                                "MAP@3")
     dev_min_pages: int = Field(10, ge=0, description="hold out at least this many such pages when there are")
     query_words: int = Field(20, ge=1, description="a dev query is the page's first words")
+    use: Literal["always", "if_dev_improves"] = Field(
+        "always", description="if_dev_improves: self-train from the pretrained model only when its dev MAP@3 "
+                              "beats the untrained model's, else from the untrained model (a label-free rule)")
 
 
 class PoolConfig(Settings):
@@ -89,6 +92,12 @@ class RoundsConfig(Settings):
     rounds: int = Field(3, ge=0)
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
     max_pairs_per_label: int | None = Field(5000, ge=1, description="cap on pseudo-pairs per label")
+    pseudo_labels: Literal["prompts", "prototypes"] = Field(
+        "prompts", description="prompts: each item's best label prompt; prototypes: its nearest label prototype "
+                               "(prompt-labelled centroids refined by k-means on the pool, see selftrain.prototypes)")
+    prototype_fraction: float = Field(0.5, gt=0, le=1, description="pseudo_labels=prototypes: share of each "
+                                                                   "label's items that seed its prototype")
+    prototype_iterations: int = Field(10, ge=0, description="pseudo_labels=prototypes: k-means refinements")
     init: Literal["previous", "base"] = Field(
         "previous", description="round r trains from round r-1's model, or always from the stage-1 model")
     reencode: bool = Field(True, description="re-encode the pool with each round's model (False: score the "
@@ -110,6 +119,7 @@ class EvaluationConfig(Settings):
     prototypes: bool = Field(True, description="also classify by label prototypes: the mean embedding of each "
                                                "label's most confident pool items (no gold label read)")
     prototype_fraction: float = Field(0.5, gt=0, le=1, description="share of each label's pool items averaged")
+    prototype_iterations: int = Field(0, ge=0, description="k-means refinements of the prototypes on the pool")
     use_as_dev: bool = Field(False, description="choose the best round and stop early on this set's accuracy "
                                                 "(off: the label-free signal decides)")
 

@@ -1,8 +1,9 @@
 """Label prototypes from the pool: each label's mean direction over its most confidently labelled items.
 
-After self-training, the label prompts are one point per label; the pool's confident items give each
-label a centroid in the encoder's own space, which classifies by nearest prototype. No gold label is read:
-the items are chosen by the prompts' pseudo-labels.
+The label prompts are one point per label; the pool's confident items give each label a centroid in the
+encoder's own space, which classifies by nearest prototype. ``refine_prototypes`` then runs spherical
+k-means on the pool seeded by those centroids, so each label settles on the pool's own cluster near it.
+No gold label is read: the items are chosen by the prompts' pseudo-labels.
 """
 
 from __future__ import annotations
@@ -50,4 +51,27 @@ def pool_embeddings(embeddings_dir: Path, ids: Sequence[int]) -> np.ndarray:
 
 
 def classify_by_prototypes(text_embeddings: np.ndarray, prototypes: np.ndarray) -> np.ndarray:
-    return (_unit(np.asarray(text_embeddings, dtype=np.float32)) @ prototypes.T).argmax(axis=1)
+    return prototype_scores(text_embeddings, prototypes).argmax(axis=1)
+
+
+def refine_prototypes(embeddings: np.ndarray, prototypes: np.ndarray, iterations: int) -> np.ndarray:
+    """Spherical k-means over the pool seeded by ``prototypes``; a label whose cluster empties keeps its seed."""
+    units = _unit(np.asarray(embeddings, dtype=np.float32))
+    current = _unit(np.asarray(prototypes, dtype=np.float32))
+    for _ in range(iterations):
+        nearest = (units @ current.T).argmax(axis=1)
+        updated = current.copy()
+        for label in range(len(current)):
+            members = units[nearest == label]
+            if len(members):
+                updated[label] = members.mean(axis=0)
+        updated = _unit(updated)
+        if np.allclose(updated, current, atol=1e-6):
+            return updated
+        current = updated
+    return current
+
+
+def prototype_scores(embeddings: np.ndarray, prototypes: np.ndarray) -> np.ndarray:
+    """[N, labels] cosine of each item to each label's prototype."""
+    return _unit(np.asarray(embeddings, dtype=np.float32)) @ prototypes.T

@@ -201,7 +201,7 @@ class Ingress:
                 replicas = f"{served.autoscaling.min_replicas}-{served.autoscaling.max_replicas}"
             out.append(ModelInfo(name=name, model=served.model, dimension=info["dimension"],
                                  max_length=info["max_length"], normalize=info["normalize"], device=info["device"],
-                                 batching=info["batching"], replicas=replicas,
+                                 precision=info["precision"], batching=info["batching"], replicas=replicas,
                                  default=name == self.config.default_model_name))
         topics = None
         if self.topics is not None:
@@ -321,12 +321,12 @@ def run_serve(config: ServeConfig) -> dict[str, Any]:
     started = time.time()
     url = start_serve(config)
     rows = [[name, m.model, m.replicas if m.autoscaling is None else "autoscaling",
-             "on" if m.batching.enabled else "off", "gpu" if m.use_gpu else "cpu"]
+             "on" if m.batching.enabled else "off", "gpu" if m.use_gpu else "cpu", m.precision]
             for name, m in config.models.items()]
     if config.topics.enabled:
         t = config.topics
-        rows.append([f"{t.name} (/v1/topics)", t.model, t.replicas, "-", "gpu" if t.use_gpu else "cpu"])
-    print(format_table(rows, headers=["model", "spec", "replicas", "batching", "device"]))
+        rows.append([f"{t.name} (/v1/topics)", t.model, t.replicas, "-", "gpu" if t.use_gpu else "cpu", "fp32"])
+    print(format_table(rows, headers=["model", "spec", "replicas", "batching", "device", "precision"]))
     print(f"serving on {url}  (OpenAPI: {url}docs) — Ctrl-C to stop")
     try:
         while True:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -42,6 +43,8 @@ class ServedModelConfig(Settings):
     batching: BatchingConfig = Field(default_factory=BatchingConfig)
     encode_batch_size: int = Field(64, ge=1, description="texts per forward pass inside a replica")
     use_gpu: bool = False
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        "auto", description="auto: bf16 autocast on GPU, and on CPU where it has native bf16 (AVX512-BF16, AMX)")
     num_cpus: float = Field(1.0, ge=0, description="CPUs reserved per replica")
     torch_threads: int | None = Field(None, ge=1, description="None: max(1, num_cpus)")
     max_ongoing_requests: int = Field(64, ge=1)

@@ -86,7 +86,7 @@ class ModelRunner:
     def __init__(self, name: str, config: ServedModelConfig, zeroshot: ZeroShotSettings):
         import torch
 
-        from contrastext.models import TextEncoder, resolve_model_path
+        from contrastext.models import TextEncoder, cpu_has_native_bf16, resolve_model_path
 
         self.name = name
         self.config = config
@@ -100,6 +100,9 @@ class ModelRunner:
         self.path = str(resolve_model_path(config.model, allow_download=config.allow_download))
         self.encoder = TextEncoder.from_pretrained(self.path, max_length=config.max_length,
                                                    normalize=config.normalize, device=device)
+        self.encoder.bf16_on_gpu = config.precision != "fp32"
+        self.encoder.bf16_on_cpu = config.precision == "bf16" or (config.precision == "auto"
+                                                                  and cpu_has_native_bf16())
         positions = getattr(self.encoder.transformer.config, "max_position_embeddings", None)
         if positions and self.encoder.max_length > positions:
             log.warning("model %s: max_length %d exceeds the model's %d positions; long texts will fail",
@@ -163,7 +166,14 @@ class ModelRunner:
     def info(self) -> dict[str, Any]:
         return {"name": self.name, "model": self.config.model, "path": self.path,
                 "dimension": self.encoder.embedding_dimension, "max_length": self.encoder.max_length,
-                "normalize": self.encoder.normalize, "device": str(self.encoder.device)}
+                "normalize": self.encoder.normalize, "device": str(self.encoder.device),
+                "precision": self.precision}
+
+    @property
+    def precision(self) -> str:
+        """What forward passes run in: bf16 (autocast) or fp32."""
+        on_gpu = self.encoder.device.type == "cuda"
+        return "bf16" if (self.encoder.bf16_on_gpu if on_gpu else self.encoder.bf16_on_cpu) else "fp32"
 
 
 @serve.deployment

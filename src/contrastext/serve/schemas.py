@@ -154,6 +154,7 @@ class ModelInfo(BaseModel):
     max_length: int
     normalize: bool
     device: str
+    precision: str = Field(description="what forward passes run in: bf16 (autocast) or fp32")
     batching: dict
     replicas: int | str
     default: bool
