@@ -1,7 +1,7 @@
 """Serving throughput: /v1/classify with dynamic batching vs batching off, 8 concurrent clients, loopback.
 
     python benchmarks/serve.py [--requests 2000] [--clients 8] [--memory-requests 10000] [--threads 2]
-                               [--precision auto|fp32|bf16]
+                               [--precision auto|fp32|bf16] [--access-log]
 
 One application serves the bundled MiniLM twice: model "batched" (dynamic batching, ``serve.batcher``)
 and model "unbatched" (one forward pass per request). Each phase sends the same fixed count of one-text
@@ -105,7 +105,8 @@ def throughput_report(args: argparse.Namespace, phases: dict[str, list[dict]], b
     rows = [[f"{model}: requests/s", median(model, "requests_per_s")] for model in ("unbatched", "batched")]
     rows += [[f"{model}: p50 / p99 ms", f"{median(model, 'p50_ms'):.1f} / {median(model, 'p99_ms'):.1f}"]
              for model in ("unbatched", "batched")]
-    rows += [["precision of forward passes", batching["precision"]],
+    rows += [["precision of forward passes / access log", f"{batching['precision']} / "
+                                                          f"{'on' if args.access_log else 'off'}"],
              ["ratio batched / unbatched (target ≥ 1.8)", ratio],
              ["mean requests per batch", batching["mean_batch_size"]],
              ["batch sizes (size: batches)", " ".join(f"{k}:{v}" for k, v in batching["batch_sizes"].items())],
@@ -115,7 +116,8 @@ def throughput_report(args: argparse.Namespace, phases: dict[str, list[dict]], b
                                       "value"]), flush=True)
     return {"requests_per_phase": args.requests, "clients": args.clients, "rounds": args.rounds,
             "max_batch_size": args.max_batch_size, "batch_wait_ms": args.batch_wait_ms,
-            "torch_threads": args.threads, "precision": batching["precision"], "mean_requests_per_batch": batching["mean_batch_size"],
+            "torch_threads": args.threads, "precision": batching["precision"], "access_log": args.access_log,
+            "mean_requests_per_batch": batching["mean_batch_size"],
             "batching": batching, "phases": phases,
             "ratio_batched_over_unbatched": ratio, "memory": None}
 
@@ -134,6 +136,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch threads per replica")
     parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
                         help="the replicas' precision (auto: bf16 where the CPU has native bf16)")
+    parser.add_argument("--access-log", action="store_true",
+                        help="keep Serve's per-request log lines (off by default here: on 2 cores they cost "
+                             "CPU the replicas need, and the same for both phases)")
     parser.add_argument("--model", default=DEFAULT_MODEL)
     args = parser.parse_args()
 
@@ -150,7 +155,7 @@ def main() -> None:
         models={"batched": {**common, "batching": {"enabled": True, "max_batch_size": args.max_batch_size,
                                                    "batch_wait_timeout_s": args.batch_wait_ms / 1000}},
                 "unbatched": {**common, "batching": {"enabled": False}}},
-        limits={"request_timeout_s": 120}, topics={"enabled": False},
+        limits={"request_timeout_s": 120}, topics={"enabled": False}, access_log=args.access_log,
     )
     url = start_serve(config)
     try:

@@ -55,20 +55,29 @@ def test_encode_agrees_with_the_training_forward(tiny):
     np.testing.assert_allclose(tiny.encode(TEXTS), expected, atol=1e-5)
 
 
-def test_bf16_on_cpu_runs_the_matrix_products_in_bf16_and_stays_close(tiny_encoder_dir):
+def test_padding_to_a_multiple_changes_shapes_not_embeddings(tiny_encoder_dir):
     encoder = TextEncoder.from_pretrained(tiny_encoder_dir, device="cpu")
-    fp32 = encoder.encode(TEXTS)
-    dtypes: set[torch.dtype] = set()
-    hook = encoder.transformer.encoder.layer[0].attention.self.query.register_forward_hook(
-        lambda module, args, output: dtypes.add(output.dtype))
+    plain = encoder.encode(TEXTS, batch_size=2)
+    widths: list[int] = []
+    hook = encoder.transformer.register_forward_pre_hook(
+        lambda module, args, kwargs: widths.append(kwargs["input_ids"].shape[1]), with_kwargs=True)
     try:
-        encoder.bf16_on_cpu = True
-        bf16 = encoder.encode(TEXTS)
+        encoder.pad_to_multiple_of = 16
+        padded = encoder.encode(TEXTS, batch_size=2)
     finally:
         hook.remove()
-    assert dtypes == {torch.bfloat16} and bf16.dtype == np.float32
+    assert widths and all(w % 16 == 0 or w == encoder.max_length for w in widths)
+    np.testing.assert_allclose(padded, plain, atol=1e-5)
+
+
+def test_bf16_weights_give_float32_embeddings_close_to_fp32(tiny_encoder_dir):
+    encoder = TextEncoder.from_pretrained(tiny_encoder_dir, device="cpu")
+    fp32 = encoder.encode(TEXTS)
+    encoder.transformer.to(torch.bfloat16)
+    bf16 = encoder.encode(TEXTS)
+    assert bf16.dtype == np.float32
     cosine = (fp32 * bf16).sum(1) / np.linalg.norm(fp32, axis=1) / np.linalg.norm(bf16, axis=1)
-    assert cosine.min() > 0.99
+    assert cosine.min() > 0.99 and not np.allclose(fp32, bf16, atol=1e-6)
 
 
 def test_max_length_truncates(tiny):

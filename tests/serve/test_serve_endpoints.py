@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -112,6 +113,15 @@ def test_bf16_model_embeds_close_to_fp32(app, local):
     got, want = np.array(response.json()["embeddings"]), local.encode(texts)
     cosine = (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
     assert cosine.min() > 0.99 and not np.allclose(got, want, atol=1e-6)  # bf16 did run, and stayed close
+
+
+def test_access_log_writes_a_line_per_request_by_default(app):
+    import ray._private.worker
+
+    assert post(app, "v1/embed", {"texts": ["logged"]}).status_code == 200
+    logs = Path(ray._private.worker._global_node.get_session_dir_path()) / "logs" / "serve"
+    text = "".join(p.read_text(errors="replace") for p in logs.glob("replica_contrastext_Ingress_*.log"))
+    assert "POST /v1/embed 200" in text
 
 
 def test_classify_matches_the_classifier(app, local):

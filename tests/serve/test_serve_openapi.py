@@ -3,6 +3,8 @@ default policy: a request cannot make the server load a model by path."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import requests
 
@@ -20,12 +22,13 @@ from schemathesis.specs.openapi.checks import (  # noqa: E402
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 REQUEST_TIMEOUT = 30  # a hang fails the case instead of the whole run
+APP_NAME = "contrastext-fuzz"
 
 
 @pytest.fixture(scope="module")
 def app(ray_session, tiny_encoder_dir):
     config = ServeConfig(
-        port=free_port(),
+        port=free_port(), app_name=APP_NAME, access_log=False,
         models={"tiny": {"model": str(tiny_encoder_dir), "num_cpus": 0.25, "torch_threads": 1,
                          "batching": {"max_batch_size": 8, "batch_wait_timeout_s": 0.005}}},
         topics={"model": str(tiny_encoder_dir), "num_cpus": 0.25, "torch_threads": 1, "k_max": 4,
@@ -86,3 +89,15 @@ def test_requests_cannot_load_models_by_path_by_default(app, tiny_encoder_dir):
     assert unknown.status_code == 404 and "served models: ['tiny']" in unknown.json()["detail"]
     unknown = requests.post(app + "v1/topics", json={"documents": ["x"], "model": "tiny"}, timeout=REQUEST_TIMEOUT)
     assert unknown.status_code == 404 and "the topics model is 'uctopic'" in unknown.json()["detail"]
+
+
+def test_access_log_off_writes_no_line_per_request(app):
+    import ray._private.worker
+
+    for _ in range(3):
+        assert requests.post(app + "v1/embed", json={"texts": ["hello"]}, timeout=REQUEST_TIMEOUT).status_code == 200
+    logs = Path(ray._private.worker._global_node.get_session_dir_path()) / "logs" / "serve"
+    replica_logs = sorted(logs.glob(f"replica_{APP_NAME}_*.log"))
+    assert replica_logs, f"no replica logs of {APP_NAME} under {logs}"
+    text = "".join(path.read_text(errors="replace") for path in replica_logs)
+    assert "POST /v1/embed" not in text and "POST /v1/classify" not in text

@@ -53,13 +53,14 @@ class TextEncoder(nn.Module):
     """Encode texts to fixed-size vectors.
 
     ``forward`` takes tokenised features and keeps the autograd graph (training); ``encode`` takes strings
-    and returns float32 numpy arrays (inference: length-sorted batches, no grad, bf16 autocast on GPU,
-    and on CPU when ``bf16_on_cpu`` is set).
+    and returns float32 numpy arrays (inference: length-sorted batches, no grad, bf16 autocast on GPU).
+    ``pad_to_multiple_of`` rounds each batch's length up, so a long-running server sees few distinct
+    shapes: on CPU every new shape makes oneDNN build (and keep) new kernels, and memory creeps up.
     """
 
     def __init__(self, transformer: nn.Module, tokenizer, *, pooling: Pooling = "mean", normalize: bool = False,
                  max_length: int = DEFAULT_MAX_LENGTH, do_lower_case: bool = False, bf16_on_gpu: bool = True,
-                 bf16_on_cpu: bool = False):
+                 pad_to_multiple_of: int | None = None):
         super().__init__()
         self.transformer = transformer
         self.tokenizer = tokenizer
@@ -68,7 +69,7 @@ class TextEncoder(nn.Module):
         self.max_length = max_length
         self.do_lower_case = do_lower_case
         self.bf16_on_gpu = bf16_on_gpu
-        self.bf16_on_cpu = bf16_on_cpu
+        self.pad_to_multiple_of = pad_to_multiple_of
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -138,12 +139,13 @@ class TextEncoder(nn.Module):
     def _autocast(self):
         if self.device.type == "cuda" and self.bf16_on_gpu:
             return torch.autocast("cuda", dtype=torch.bfloat16)
-        if self.device.type == "cpu" and self.bf16_on_cpu:
-            return torch.autocast("cpu", dtype=torch.bfloat16)
         return nullcontext()
 
     def _pad(self, encodings: list[list[int]], key_rows: list[int], pad_value: int) -> torch.Tensor:
         width = max(len(encodings[i]) for i in key_rows)
+        if self.pad_to_multiple_of:
+            multiple = self.pad_to_multiple_of
+            width = max(width, min(-(-width // multiple) * multiple, self.max_length))
         out = np.full((len(key_rows), width), pad_value, dtype=np.int64)
         for row, i in enumerate(key_rows):
             out[row, : len(encodings[i])] = encodings[i]

@@ -20,6 +20,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from ray import serve
 from ray.serve.handle import DeploymentHandle
+from ray.serve.schema import LoggingConfig
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from contrastext.config import apply_overrides, load_config
@@ -308,8 +309,10 @@ def start_serve(config: ServeConfig) -> str:
     from contrastext.runtime import init_ray
 
     init_ray(config.ray)
-    serve.start(http_options={"host": config.host, "port": config.port})
-    serve.run(build_app(config), name=config.app_name, route_prefix=config.route_prefix)
+    logging_config = LoggingConfig(enable_access_log=config.access_log)
+    serve.start(http_options={"host": config.host, "port": config.port}, logging_config=logging_config)
+    serve.run(build_app(config), name=config.app_name, route_prefix=config.route_prefix,
+              logging_config=logging_config)
     prefix = config.route_prefix.rstrip("/")
     return f"http://{config.host}:{config.port}{prefix}/"
 

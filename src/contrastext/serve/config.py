@@ -44,7 +44,11 @@ class ServedModelConfig(Settings):
     encode_batch_size: int = Field(64, ge=1, description="texts per forward pass inside a replica")
     use_gpu: bool = False
     precision: Literal["auto", "fp32", "bf16"] = Field(
-        "auto", description="auto: bf16 autocast on GPU, and on CPU where it has native bf16 (AVX512-BF16, AMX)")
+        "auto", description="auto: bf16 on GPU (autocast), and on CPUs with native bf16 (AVX512-BF16, AMX: "
+                        "bf16 weights); fp32: full precision everywhere")
+    pad_to_multiple_of: int | None = Field(
+        16, ge=1, description="round each batch's token length up to a multiple of this: few distinct shapes, "
+                              "so kernels built per shape (oneDNN on CPU) do not pile up in memory")
     num_cpus: float = Field(1.0, ge=0, description="CPUs reserved per replica")
     torch_threads: int | None = Field(None, ge=1, description="None: max(1, num_cpus)")
     max_ongoing_requests: int = Field(64, ge=1)
@@ -131,6 +135,8 @@ class ServeConfig(Settings):
     ingress_max_ongoing_requests: int = Field(
         256, ge=1, description="requests one ingress replica holds at once; bounds how full batches get")
     stats_path: str | None = Field(None, description="JSON file for the request statistics printed at exit")
+    access_log: bool = Field(True, description="Serve's per-request log lines (proxy and replicas); off saves "
+                                               "CPU under heavy load (cluster: logging_config in serve.yaml)")
     ray: RayConfig = Field(default_factory=RayConfig)
 
     @model_validator(mode="after")

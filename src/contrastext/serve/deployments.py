@@ -100,9 +100,12 @@ class ModelRunner:
         self.path = str(resolve_model_path(config.model, allow_download=config.allow_download))
         self.encoder = TextEncoder.from_pretrained(self.path, max_length=config.max_length,
                                                    normalize=config.normalize, device=device)
+        self.encoder.pad_to_multiple_of = config.pad_to_multiple_of
         self.encoder.bf16_on_gpu = config.precision != "fp32"
-        self.encoder.bf16_on_cpu = config.precision == "bf16" or (config.precision == "auto"
-                                                                  and cpu_has_native_bf16())
+        if device == "cpu" and (config.precision == "bf16" or (config.precision == "auto"
+                                                               and cpu_has_native_bf16())):
+            # bf16 weights, not autocast: autocast would cast every weight again on every forward pass
+            self.encoder.transformer.to(torch.bfloat16)
         positions = getattr(self.encoder.transformer.config, "max_position_embeddings", None)
         if positions and self.encoder.max_length > positions:
             log.warning("model %s: max_length %d exceeds the model's %d positions; long texts will fail",
@@ -171,9 +174,12 @@ class ModelRunner:
 
     @property
     def precision(self) -> str:
-        """What forward passes run in: bf16 (autocast) or fp32."""
-        on_gpu = self.encoder.device.type == "cuda"
-        return "bf16" if (self.encoder.bf16_on_gpu if on_gpu else self.encoder.bf16_on_cpu) else "fp32"
+        """What forward passes run in: bf16 (autocast on GPU, bf16 weights on CPU) or fp32."""
+        import torch
+
+        if self.encoder.device.type == "cuda":
+            return "bf16" if self.encoder.bf16_on_gpu else "fp32"
+        return "bf16" if next(self.encoder.transformer.parameters()).dtype == torch.bfloat16 else "fp32"
 
 
 @serve.deployment
