@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
 
 from contrastext.data.h5store import H5Corpus
-from contrastext.zeroshot import LabelSet, ZeroShotClassifier
+from contrastext.zeroshot import LabelSet, ZeroShotClassifier, label_scores_and_aliases
 
 
 @dataclass
@@ -21,15 +22,26 @@ class PoolScores:
 def score_pool(embeddings_dir: Path, encoder, label_set: LabelSet, template: str,
                chunk_rows: int = 65_536) -> PoolScores:
     """Every pooled page's label scores; the label prompts are embedded once, by ``encoder``."""
-    classifier = ZeroShotClassifier(encoder, template=template)
+    alias_embeddings = ZeroShotClassifier(encoder, template=template).alias_embeddings(label_set)
+    _, owner = label_set.flat()
+    try:
+        return scan_pool(H5Corpus(embeddings_dir).iter_chunks(chunk_rows), alias_embeddings, owner,
+                         len(label_set.labels))
+    except ValueError as error:
+        raise ValueError(f"{embeddings_dir} holds no embeddings") from error
+
+
+def scan_pool(chunks: Iterable[tuple[np.ndarray, np.ndarray]], alias_embeddings: np.ndarray,
+              owner: np.ndarray, n_labels: int) -> PoolScores:
+    """Label scores of ``(ids, embeddings)`` chunks against the aliases' embeddings (``owner``: each one's label)."""
     ids, scores, alias = [], [], []
-    for chunk_ids, embeddings in H5Corpus(embeddings_dir).iter_chunks(chunk_rows):
-        s, a = classifier.score_embeddings_with_aliases(embeddings, label_set)
+    for chunk_ids, embeddings in chunks:
+        s, a = label_scores_and_aliases(embeddings, alias_embeddings, owner, n_labels)
         ids.append(chunk_ids)
         scores.append(s)
         alias.append(a)
     if not ids:
-        raise ValueError(f"{embeddings_dir} holds no embeddings")
+        raise ValueError("no embeddings to score")
     return PoolScores(np.concatenate(ids).astype(np.int64), np.concatenate(scores), np.concatenate(alias))
 
 
