@@ -46,7 +46,7 @@ def _config(tmp_path: Path, tiny_encoder_dir: Path, **overrides) -> WCSBertConfi
 
 
 def test_every_stage_runs_then_a_second_run_skips_them(ray_session, tiny_encoder_dir, tmp_path, capsys):
-    config = _config(tmp_path, tiny_encoder_dir, **{"pretrain.use": "if_dev_improves"})
+    config = _config(tmp_path, tiny_encoder_dir, **{"pretrain.use": "if_dev_improves", "rounds.min_change": "0"})
     summary = run_wcsbert(config)
     run = tmp_path / "runs" / "wcsbert"
     assert summary["corpus"]["pages"] == 106 and summary["corpus"]["pairs_written"] > 4000

@@ -488,7 +488,8 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: Path, model: str,
     scores = pool.scores
     if config.rounds.pseudo_labels == "prototypes":
         stored = pool_embeddings(embeddings_dir, pool.ids)
-        seeds = label_prototypes(stored, pool.scores, config.rounds.prototype_fraction)
+        seeds = label_prototypes(stored, pool.scores, config.rounds.prototype_fraction,
+                                 fallback=_prompt_vectors(scorer, label_set, labels.template))
         scores = prototype_scores(stored, refine_prototypes(stored, seeds, config.rounds.prototype_iterations))
     pseudo = select(scores, config.rounds.selection, pool.alias)
     stage.mkdir(parents=True, exist_ok=True)
@@ -555,14 +556,10 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: Path, model: str,
 
 def _prototypes(config: WCSBertConfig, encoder, embeddings_dir: Path, label_set, run: Path) -> np.ndarray:
     """Label prototypes of the final model from its own pool embeddings; saved beside the report."""
-    from contrastext.zeroshot import ZeroShotClassifier
-
     pool = score_pool(embeddings_dir, encoder, label_set, config.labels.template)
-    aliases = ZeroShotClassifier(encoder, template=config.labels.template).alias_embeddings(label_set)
-    _, owner = label_set.flat()
-    prompts = np.stack([aliases[owner == label].mean(axis=0) for label in range(len(label_set.labels))])
     stored = pool_embeddings(embeddings_dir, pool.ids)
-    prototypes = label_prototypes(stored, pool.scores, config.evaluation.prototype_fraction, fallback=prompts)
+    prototypes = label_prototypes(stored, pool.scores, config.evaluation.prototype_fraction,
+                                  fallback=_prompt_vectors(encoder, label_set, config.labels.template))
     prototypes = refine_prototypes(stored, prototypes, config.evaluation.prototype_iterations)
     np.save(run / "label_prototypes.npy", prototypes)
     write_json_atomic(run / "label_prototypes.json", {"labels": config.labels.names,
@@ -570,6 +567,15 @@ def _prototypes(config: WCSBertConfig, encoder, embeddings_dir: Path, label_set,
                                                       "iterations": config.evaluation.prototype_iterations,
                                                       "embeddings": str(embeddings_dir)})
     return prototypes
+
+
+def _prompt_vectors(encoder, label_set, template: str) -> np.ndarray:
+    """[labels, D]: each label's mean alias-prompt embedding (the prototype of a label no pool item takes)."""
+    from contrastext.zeroshot import ZeroShotClassifier
+
+    aliases = ZeroShotClassifier(encoder, template=template).alias_embeddings(label_set)
+    _, owner = label_set.flat()
+    return np.stack([aliases[owner == label].mean(axis=0) for label in range(len(label_set.labels))])
 
 
 def _label_mapping_accuracy(eval_set: EvalSet, encoder, run: Path, round_index: int) -> float | None:
