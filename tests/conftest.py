@@ -11,6 +11,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+# Six short news documents, two each on football, interest rates and smartphones (topic mining tests)
+NEWS_DOCUMENTS = [
+    "The striker scored twice as Chelsea beat Arsenal in the Premier League on Saturday.",
+    "Chelsea manager Jose Mourinho praised the striker after the Premier League win.",
+    "The central bank raised interest rates as inflation climbed to a ten-year high.",
+    "Higher interest rates from the central bank weighed on stock markets in London.",
+    "The new smartphone has a faster processor and a brighter screen than last year's model.",
+    "Reviewers said the smartphone screen and battery life beat rival devices.",
+]
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("CONTRASTEXT_DATA", REPO_ROOT.parent / "shared" / "data"))
 

@@ -13,20 +13,13 @@ from contrastext.models import TextEncoder
 from contrastext.serve.config import ServeConfig
 from contrastext.uctopic.service import PhraseTopicModel
 from contrastext.zeroshot import ZeroShotClassifier
+from conftest import NEWS_DOCUMENTS
 from serve_harness import free_port, running_app
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 TIMEOUT = 60
 MAX_CHARS = 400
-TOPIC_DOCS = [
-    "The striker scored twice as Chelsea beat Arsenal in the Premier League on Saturday.",
-    "Chelsea manager Jose Mourinho praised the striker after the Premier League win.",
-    "The central bank raised interest rates as inflation climbed to a ten-year high.",
-    "Higher interest rates from the central bank weighed on stock markets in London.",
-    "The new smartphone has a faster processor and a brighter screen than last year's model.",
-    "Reviewers said the smartphone screen and battery life beat rival devices.",
-]
 
 
 @pytest.fixture(scope="module")
@@ -174,53 +167,53 @@ def test_cluster_with_fixed_and_automatic_k(app):
 
 
 def test_topics_match_the_phrase_topic_model(app, tiny_encoder_dir):
-    response = post(app, "v1/topics", {"documents": TOPIC_DOCS, "n_topics": 3, "top_phrases": 4, "seed": 1})
+    response = post(app, "v1/topics", {"documents": NEWS_DOCUMENTS, "n_topics": 3, "top_phrases": 4, "seed": 1})
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["model"] == "uctopic" and body["request_id"] == response.headers["x-request-id"]
     assert body["n_topics"] == 3 and len(body["topics"]) == 3 and body["extractor"] == "ngram"
     assert sum(t["size"] for t in body["topics"]) == len(body["occurrences"]) == body["instances"]
     for occurrence in body["occurrences"]:
-        assert TOPIC_DOCS[occurrence["document"]][occurrence["start"]:occurrence["end"]] == occurrence["phrase"]
+        assert NEWS_DOCUMENTS[occurrence["document"]][occurrence["start"]:occurrence["end"]] == occurrence["phrase"]
         assert 0 <= occurrence["topic"] < 3
     for topic in body["topics"]:
         assert 1 <= len(topic["phrases"]) <= 4
         assert all(body["phrase_topics"][p["phrase"].lower()] == topic["topic"] for p in topic["phrases"])
     # the same answer as the model in this process (same weights, settings and seed)
     local = PhraseTopicModel.load(str(tiny_encoder_dir), max_length=512).mine(
-        TOPIC_DOCS, 3, k_min=2, k_max=4, top_phrases=4, max_phrases=2000, seed=1)
+        NEWS_DOCUMENTS, 3, k_min=2, k_max=4, top_phrases=4, max_phrases=2000, seed=1)
     assert [(o.document, o.start, o.end) for o in local.occurrences] == \
         [(o["document"], o["start"], o["end"]) for o in body["occurrences"]]
     assert body["phrase_topics"] == local.phrase_topics
 
-    auto = post(app, "v1/topics", {"documents": TOPIC_DOCS}).json()
+    auto = post(app, "v1/topics", {"documents": NEWS_DOCUMENTS}).json()
     assert set(int(k) for k in auto["silhouette_by_k"]) == {2, 3, 4}  # the server's k range
     assert auto["silhouette"] == pytest.approx(max(auto["silhouette_by_k"].values()))
     # a request may name the server's topics model, or (allowed here) a model folder
-    named = post(app, "v1/topics", {"documents": TOPIC_DOCS, "n_topics": 2, "model": str(tiny_encoder_dir)})
+    named = post(app, "v1/topics", {"documents": NEWS_DOCUMENTS, "n_topics": 2, "model": str(tiny_encoder_dir)})
     assert named.status_code == 200 and named.json()["model"] == str(tiny_encoder_dir)
-    assert post(app, "v1/topics", {"documents": TOPIC_DOCS, "model": "uctopic"}).status_code == 200
+    assert post(app, "v1/topics", {"documents": NEWS_DOCUMENTS, "model": "uctopic"}).status_code == 200
 
 
 def test_topics_bad_input_and_model_failure(app, tiny_encoder_dir):
     assert_error(post(app, "v1/topics", {"documents": []}), 422, "at least 1")
-    assert_error(post(app, "v1/topics", {"documents": TOPIC_DOCS, "n_topics": 1}), 422, "n_topics")
-    assert_error(post(app, "v1/topics", {"documents": TOPIC_DOCS, "n_topics": "many"}), 422, "n_topics")
+    assert_error(post(app, "v1/topics", {"documents": NEWS_DOCUMENTS, "n_topics": 1}), 422, "n_topics")
+    assert_error(post(app, "v1/topics", {"documents": NEWS_DOCUMENTS, "n_topics": "many"}), 422, "n_topics")
     assert_error(post(app, "v1/topics", {"documents": ["Hello."]}), 422, "cannot mine topics", "too few phrases")
     assert_error(post(app, "v1/topics", {"documents": ["", "  "]}), 422, "no document has any text")
-    assert_error(post(app, "v1/topics", {"documents": TOPIC_DOCS * 3}), 413, "18 documents", "12")
+    assert_error(post(app, "v1/topics", {"documents": NEWS_DOCUMENTS * 3}), 413, "18 documents", "12")
     assert_error(post(app, "v1/topics", {"documents": ["x" * (MAX_CHARS + 1)]}), 413, "documents[0]")
     assert_error(post(app, "v1/topics", {"documents": ["word " * 70] * 6}), 413, "2100 characters", "2000")
-    assert_error(post(app, "v1/topics", {"documents": TOPIC_DOCS, "n_topics": 6}), 413, "at most 5 topics")
-    assert_error(post(app, "v1/topics", {"documents": TOPIC_DOCS, "top_phrases": 11}), 413, "top_phrases=11")
-    assert_error(post(app, "v1/topics", {"documents": TOPIC_DOCS, "model": str(tiny_encoder_dir) + "-missing"}),
+    assert_error(post(app, "v1/topics", {"documents": NEWS_DOCUMENTS, "n_topics": 6}), 413, "at most 5 topics")
+    assert_error(post(app, "v1/topics", {"documents": NEWS_DOCUMENTS, "top_phrases": 11}), 413, "top_phrases=11")
+    assert_error(post(app, "v1/topics", {"documents": NEWS_DOCUMENTS, "model": str(tiny_encoder_dir) + "-missing"}),
                  404, "could not be loaded")
     # a sentence longer than the model's positions: the model fails, the answer names the request
     long_document = "Stock markets " + "x " * 180 + "and bank rates fell."
-    failed = assert_error(post(app, "v1/topics", {"documents": [*TOPIC_DOCS, long_document], "n_topics": 2}),
+    failed = assert_error(post(app, "v1/topics", {"documents": [*NEWS_DOCUMENTS, long_document], "n_topics": 2}),
                           500, "model 'uctopic' failed", "RuntimeError")
     assert failed["request_id"] in failed["detail"]
-    assert post(app, "v1/topics", {"documents": TOPIC_DOCS, "n_topics": 2}).status_code == 200
+    assert post(app, "v1/topics", {"documents": NEWS_DOCUMENTS, "n_topics": 2}).status_code == 200
 
 
 # ---------------------------------------------------------------- bad input

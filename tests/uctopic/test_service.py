@@ -2,16 +2,9 @@
 
 import pytest
 
+from conftest import NEWS_DOCUMENTS
 from contrastext.uctopic.service import MinedTopic, PhraseOccurrence, PhraseTopicModel, TopicsResult
 
-DOCS = [
-    "The striker scored twice as Chelsea beat Arsenal in the Premier League on Saturday.",
-    "Chelsea manager Jose Mourinho praised the striker after the Premier League win.",
-    "The central bank raised interest rates as inflation climbed to a ten-year high.",
-    "Higher interest rates from the central bank weighed on stock markets in London.",
-    "The new smartphone has a faster processor and a brighter screen than last year's model.",
-    "Reviewers said the smartphone screen and battery life beat rival devices.",
-]
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +13,7 @@ def model(tiny_encoder_dir):
 
 
 def test_mine_returns_consistent_topics_occurrences_and_phrase_topics(model):
-    result = model.mine(DOCS, n_topics="auto", k_min=2, k_max=4, top_phrases=5, seed=0)
+    result = model.mine(NEWS_DOCUMENTS, n_topics="auto", k_min=2, k_max=4, top_phrases=5, seed=0)
     assert isinstance(result, TopicsResult)
     assert 2 <= result.n_topics <= 4 and len(result.topics) == result.n_topics
     assert result.silhouette is not None and -1.0 <= result.silhouette <= 1.0
@@ -30,7 +23,7 @@ def test_mine_returns_consistent_topics_occurrences_and_phrase_topics(model):
     assert sum(t.size for t in result.topics) == len(result.occurrences) == result.instances
     for occurrence in result.occurrences:
         assert isinstance(occurrence, PhraseOccurrence)
-        assert DOCS[occurrence.document][occurrence.start:occurrence.end] == occurrence.phrase
+        assert NEWS_DOCUMENTS[occurrence.document][occurrence.start:occurrence.end] == occurrence.phrase
         assert 0 <= occurrence.topic < result.n_topics and 0.0 <= occurrence.score <= 1.0
     # a phrase repeated across documents is one key with one context-agnostic topic
     assert "premier league" in result.phrase_topics and "interest rates" in result.phrase_topics
@@ -43,14 +36,14 @@ def test_mine_returns_consistent_topics_occurrences_and_phrase_topics(model):
 
 
 def test_fixed_number_of_topics_and_determinism(model):
-    first = model.mine(DOCS, n_topics=3, seed=1)
-    second = model.mine(DOCS, n_topics=3, seed=1)
+    first = model.mine(NEWS_DOCUMENTS, n_topics=3, seed=1)
+    second = model.mine(NEWS_DOCUMENTS, n_topics=3, seed=1)
     assert first.n_topics == 3
     assert first.phrase_topics == second.phrase_topics
 
 
 def test_max_phrases_caps_the_instances_encoded(model):
-    result = model.mine(DOCS, n_topics=2, max_phrases=10)
+    result = model.mine(NEWS_DOCUMENTS, n_topics=2, max_phrases=10)
     assert result.instances == 10 and len(result.occurrences) == 10
 
 
@@ -66,6 +59,6 @@ def test_unusable_documents_raise_a_clear_value_error(model, documents, message)
 
 def test_bad_arguments_raise_value_error(model):
     with pytest.raises(ValueError, match="n_topics"):
-        model.mine(DOCS, n_topics=0)
+        model.mine(NEWS_DOCUMENTS, n_topics=0)
     with pytest.raises(ValueError, match="k_min"):
-        model.mine(DOCS, k_min=5, k_max=3)
+        model.mine(NEWS_DOCUMENTS, k_min=5, k_max=3)
