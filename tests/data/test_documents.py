@@ -148,6 +148,19 @@ def test_shuffle_divide_halves_partition_the_sentences_and_reshuffle_per_epoch()
         shuffle_divide_pairs(docs, epoch=0, min_units=1)
 
 
+def test_pairs_carry_each_documents_group():
+    docs = [[f"d{d} s{i}." for i in range(n)] for d, n in enumerate([3, 4, 9, 12])]
+    pairs = shuffle_divide_pairs(docs, epoch=1, seed=5, groups=[7, 0, 1, 0])
+    assert [p["group"] for p in pairs] == [0, 1, 0]  # document 0 is too short and its group goes with it
+    without = shuffle_divide_pairs(docs, epoch=1, seed=5)
+    assert [{k: v for k, v in p.items() if k != "group"} for p in pairs] == without
+    texts = ["apples and pears", "pears and apples", "stock market falls", "market stock rises"]
+    tfidf = tfidf_pairs(texts, tfidf_neighbours(texts), groups=[2, 2, 5, 5])
+    assert [p["group"] for p in tfidf] == [2, 2, 5, 5]
+    with pytest.raises(ValueError, match="one per document"):
+        shuffle_divide_pairs(docs, epoch=1, groups=[0, 1])
+
+
 def test_word_halves_sample_the_whole_document():
     text = " ".join(f"w{i:03d}" for i in range(400))
     units = split_units([text, "too short"], "word")

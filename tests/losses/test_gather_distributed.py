@@ -28,7 +28,7 @@ WORLD = 2
 DIM = 6
 TIMEOUT_S = 60
 
-# name -> (loss factory, tensor inputs, whether labels are passed)
+# name -> (loss factory, tensor inputs, whether labels are passed: SupCon's labels, NT-Xent's groups)
 CASES: dict[str, tuple[Callable[[], nn.Module], tuple[str, ...], bool]] = {
     "mnr": (lambda: MultipleNegativesRankingLoss(scale=20.0), ("anchors", "positives"), False),
     "mnr_hard_negatives": (lambda: MultipleNegativesRankingLoss(scale=20.0),
@@ -36,6 +36,7 @@ CASES: dict[str, tuple[Callable[[], nn.Module], tuple[str, ...], bool]] = {
     "mnr_symmetric": (lambda: MultipleNegativesRankingLoss(scale=20.0, symmetric=True),
                       ("anchors", "positives", "negatives"), False),
     "ntxent": (lambda: NTXentLoss(temperature=0.1), ("view_a", "view_b"), False),
+    "ntxent_groups": (lambda: NTXentLoss(temperature=0.1), ("view_a", "view_b"), True),
     "supcon": (lambda: SupervisedNTXentLoss(temperature=0.1), ("embeddings",), True),
 }
 
@@ -51,7 +52,7 @@ def _global_batch(n: int) -> dict[str, torch.Tensor]:
 
 
 def _anchor_counts(name: str, sizes: list[int], labels: torch.Tensor) -> list[int]:
-    if name == "ntxent":
+    if name.startswith("ntxent"):
         return [2 * s for s in sizes]
     if name != "supcon":
         return list(sizes)

@@ -12,6 +12,8 @@ from contrastext.config import EncoderConfig, OutputConfig, TrainConfig, load_co
 from contrastext.pipelines.shuffle_divide import (
     DocumentSource,
     ShuffleDivideConfig,
+    _training_groups,
+    load_source,
     resolve_data_path,
     run_shuffle_divide,
 )
@@ -112,11 +114,34 @@ def test_job_trains_clusters_reports_and_resumes(ray_session, tiny_encoder_dir, 
     assert third["selected"]["epoch"] == third["best_by_silhouette"]["epoch"]
 
 
+@pytest.mark.ray
+@pytest.mark.slow
+def test_cluster_aware_negatives_come_from_the_previous_epochs_clusters(ray_session, tiny_encoder_dir, tmp_path):
+    _write_documents(tmp_path / "train.jsonl", per_topic=6, seed=1)
+    config = _config(tmp_path, tiny_encoder_dir, epochs=2, negatives="other_clusters",
+                     train_documents=DocumentSource(path="train.jsonl"))
+    summary = run_shuffle_divide(config)
+    run_dir = tmp_path / "runs" / "sd"
+    train_docs, _ = load_source(config.train_documents, config.data_dir, config.train.seed)
+    for epoch in (1, 2):
+        row = summary["epochs"][epoch]
+        assert row["steps"] == 3 and 1 <= row["negative_groups"] <= 3 and np.isfinite(row["loss"])
+        groups = np.load(run_dir / "epochs" / f"epoch_{epoch:03d}" / "train_groups.npy")
+        assert groups.shape == (len(train_docs),) == (18,) and set(groups.tolist()) <= {0, 1, 2}
+    # clustering the training documents themselves: the groups are the previous epoch's clusters
+    same = config.model_copy(update={"train_documents": None})
+    docs, _ = load_source(same.documents, same.data_dir, same.train.seed)
+    expected = np.load(run_dir / "epochs" / "epoch_001" / "assignments.npy")
+    assert _training_groups(2, "unused", docs, 3, run_dir, same).tolist() == expected.tolist()
+
+
 def test_config_errors_name_the_setting(tmp_path, tiny_encoder_dir):
     with pytest.raises(ValidationError, match="train.epochs must be 1"):
         load_config(ShuffleDivideConfig, overrides=["train.epochs=2"])
     with pytest.raises(ValidationError, match="pair loss"):
         load_config(ShuffleDivideConfig, overrides=["train.loss.name=supcon"])
+    with pytest.raises(ValidationError, match="masks NT-Xent negatives"):
+        load_config(ShuffleDivideConfig, overrides=["negatives=other_clusters", "train.loss.name=mnr"])
     with pytest.raises(FileNotFoundError, match="set `data_dir`"):
         resolve_data_path("bbcsport/bbcsport.jsonl", str(tmp_path / "nowhere"))
     with pytest.raises(ValueError, match="set `k`"):

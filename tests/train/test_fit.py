@@ -82,3 +82,33 @@ def test_missing_column_is_reported_by_name(ray_session, tiny_encoder_dir, tmp_p
     with pytest.raises(Exception, match="no column"):
         fit(ray.data.from_items([{"question": "a", "answer": "b"}] * 4), config,
             OutputConfig(storage_path=str(tmp_path), name="bad"))
+
+
+def test_group_column_rows_carry_their_group_and_share_batches(ray_session):
+    import ray.data
+
+    from contrastext.train.batches import SkippedRows, epoch_batches
+
+    rows = [{"anchor": f"a{i}", "positive": f"p{i}", "group": i % 2} for i in range(6)]
+    rows.append({"anchor": "a6", "positive": "p6", "group": None})
+    config = TrainConfig(loss=LossConfig(name="ntxent"), group_column="group", batch_size=8, shuffle_buffer_rows=0)
+    batches = list(epoch_batches(ray.data.from_items(rows), config, 0, 0, SkippedRows()))
+    assert len(batches) == 1  # a shared group id is not a duplicate
+    assert sorted(batches[0]) == sorted([(f"a{i}", f"p{i}", i % 2) for i in range(6)] + [("a6", "p6", -1)])
+
+
+def test_ntxent_with_groups_trains_and_a_missing_group_column_is_named(ray_session, tiny_encoder_dir, tmp_path):
+    import ray.data
+
+    rows = [{**row, "group": i % 3} for i, row in enumerate(_pairs(16))]
+    config = _config(tiny_encoder_dir, loss=LossConfig(name="ntxent"), group_column="group")
+    result = fit(ray.data.from_items(rows), config, OutputConfig(storage_path=str(tmp_path), name="groups"))
+    assert result.steps == 2 and result.metrics["rows_trained"] == 16
+    assert np.isfinite(result.metrics["loss"])
+    with pytest.raises(Exception, match="no group column 'group'"):
+        fit(ray.data.from_items(_pairs(8)), config, OutputConfig(storage_path=str(tmp_path), name="no-groups"))
+
+
+def test_group_column_needs_ntxent():
+    with pytest.raises(ValueError, match="group_column needs"):
+        TrainConfig(loss=LossConfig(name="mnr"), group_column="group")

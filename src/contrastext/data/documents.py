@@ -258,22 +258,37 @@ def shuffle_divide(units: Sequence[str], rng: np.random.Generator) -> tuple[str,
     return (" ".join(units[i] for i in order[:half]), " ".join(units[i] for i in order[half:]))
 
 
+def _pair(anchor: str, positive: str, i: int, ids: Sequence[str] | None,
+          groups: Sequence[int] | None) -> dict[str, Any]:
+    pair: dict[str, Any] = {"anchor": anchor, "positive": positive, "id": ids[i] if ids is not None else str(i)}
+    if groups is not None:
+        pair["group"] = int(groups[i])
+    return pair
+
+
+def _check_groups(groups: Sequence[int] | None, n: int) -> None:
+    if groups is not None and len(groups) != n:
+        raise ValueError(f"groups has {len(groups)} entries for {n} documents: give one per document")
+
+
 def shuffle_divide_pairs(units: Sequence[Sequence[str]], *, epoch: int, seed: int = 0, min_units: int = 4,
-                         ids: Sequence[str] | None = None) -> list[dict[str, str]]:
+                         ids: Sequence[str] | None = None,
+                         groups: Sequence[int] | None = None) -> list[dict[str, Any]]:
     """One epoch's positive pairs: ``{anchor, positive, id}`` for every document with ≥ ``min_units`` units.
 
     ``units`` holds each document's words or sentences. Each document draws from its own generator seeded
     by (seed + epoch, document index), so an epoch's pairs are reproducible and independent of how the
-    work is partitioned.
+    work is partitioned. ``groups`` (one int per document, e.g. its cluster) adds a ``group`` to each pair.
     """
     if min_units < 2:
         raise ValueError("min_units must be at least 2 so both halves are non-empty")
+    _check_groups(groups, len(units))
     pairs = []
     for i, doc in enumerate(units):
         if len(doc) < min_units:
             continue
         anchor, positive = shuffle_divide(doc, np.random.default_rng([seed + epoch, i]))
-        pairs.append({"anchor": anchor, "positive": positive, "id": ids[i] if ids is not None else str(i)})
+        pairs.append(_pair(anchor, positive, i, ids, groups))
     return pairs
 
 
@@ -321,8 +336,8 @@ def tfidf_neighbours(texts: Sequence[str], *, labels: Sequence[str] | None = Non
     return TfidfNeighbours(neighbour=neighbour, similarity=similarity, label_agreement=agreement)
 
 
-def tfidf_pairs(texts: Sequence[str], neighbours: TfidfNeighbours, *,
-                ids: Sequence[str] | None = None) -> list[dict[str, str]]:
-    """``{anchor, positive, id}`` for each document and its TF-IDF neighbour."""
-    return [{"anchor": texts[i], "positive": texts[j], "id": ids[i] if ids is not None else str(i)}
-            for i, j in enumerate(neighbours.neighbour.tolist())]
+def tfidf_pairs(texts: Sequence[str], neighbours: TfidfNeighbours, *, ids: Sequence[str] | None = None,
+                groups: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    """``{anchor, positive, id}`` for each document and its TF-IDF neighbour (``group``: the anchor's)."""
+    _check_groups(groups, len(texts))
+    return [_pair(texts[i], texts[j], i, ids, groups) for i, j in enumerate(neighbours.neighbour.tolist())]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -13,6 +15,11 @@ class NTXentLoss(nn.Module):
     """Mean over the local 2B views of the cross-entropy of ``cos / temperature`` over all other views.
 
     With ``gather_across_workers`` the candidate views are those of every worker (2N in all).
+
+    ``groups`` (one integer per row, e.g. each document's cluster in a label-free clustering) removes
+    the views of other rows of the same group from a view's negatives, so training stops pushing apart
+    documents that already belong together. A negative group id means "no group": such a row is a
+    negative of every other row and takes every other row as its negatives.
     """
 
     def __init__(self, temperature: float = 0.1, gather_across_workers: bool = True) -> None:
@@ -20,7 +27,8 @@ class NTXentLoss(nn.Module):
         self.temperature = temperature
         self.gather_across_workers = gather_across_workers
 
-    def forward(self, view_a: torch.Tensor, view_b: torch.Tensor) -> torch.Tensor:
+    def forward(self, view_a: torch.Tensor, view_b: torch.Tensor,
+                groups: Optional[torch.Tensor] = None) -> torch.Tensor:
         a = F.normalize(view_a, dim=-1)
         b = F.normalize(view_b, dim=-1)
         local_n = a.shape[0]
@@ -38,5 +46,19 @@ class NTXentLoss(nn.Module):
         rows = torch.arange(local_n, device=a.device) + offset
         self_idx = torch.cat([rows, rows + n])
         positive_idx = torch.cat([rows + n, rows])
-        logits = logits.masked_fill(F.one_hot(self_idx, 2 * n).bool(), float("-inf"))
+        excluded = F.one_hot(self_idx, 2 * n).bool()
+        if groups is not None:
+            excluded |= self._same_group(groups.to(a.device), positive_idx, n)
+        logits = logits.masked_fill(excluded, float("-inf"))
         return F.cross_entropy(logits, positive_idx)
+
+    def _same_group(self, groups: torch.Tensor, positive_idx: torch.Tensor, n: int) -> torch.Tensor:
+        """[2B, 2N]: True where a candidate shares the anchor's (non-negative) group, except its positive."""
+        all_groups = all_gather_with_grad(groups) if self.gather_across_workers else groups
+        if all_groups.shape[0] != n:
+            raise ValueError(f"groups has {groups.shape[0]} entries for {n} gathered rows: give one per row")
+        anchor_groups = torch.cat([groups, groups])
+        candidate_groups = torch.cat([all_groups, all_groups])
+        same = (anchor_groups[:, None] == candidate_groups[None, :]) & (anchor_groups[:, None] >= 0)
+        same[torch.arange(same.shape[0], device=same.device), positive_idx] = False
+        return same

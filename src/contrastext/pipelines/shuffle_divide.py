@@ -6,6 +6,11 @@ Ray Train loop from the previous epoch's model, encodes every document, clusters
 with the best silhouette (no labels needed; by default measured in the documents' TF-IDF space, which
 training does not move, so epochs compare fairly) gives the final model and assignments. An epoch whose
 ``scores.json`` exists is not redone, so a stopped run picks up where it was.
+
+``negatives=other_clusters`` feeds the previous epoch's clusters back into training: NT-Xent then takes
+only documents of other clusters as negatives. Plain NT-Xent (the paper's 2N-2 negatives) also pushes
+apart documents of the same topic, which on an encoder that already clusters well (MiniLM) splits topics
+into document-specific clumps.
 """
 
 from __future__ import annotations
@@ -92,6 +97,10 @@ class ShuffleDivideConfig(Settings):
     min_units: int = Field(4, ge=2, description="Shuffle & Divide trains on documents with at least this many "
                                                 "units (words or sentences)")
     tfidf_chunk_rows: int = Field(1024, ge=1, description="rows of the TF-IDF similarity computed at once")
+    negatives: Literal["batch", "other_clusters"] = Field(
+        "batch", description="batch: every other document of the batch is a negative (the paper's 2N-2); "
+        "other_clusters: documents that the previous epoch's clustering (no labels) put in the anchor's "
+        "cluster are not negatives, so training stops pushing a topic's documents apart")
     epochs: int = Field(5, ge=0, description="training epochs after epoch 0 (the untrained encoder)")
     k: int | None = Field(None, ge=2, description="clusters; None: the number of distinct labels")
     select_by: Literal["tfidf_silhouette", "silhouette"] = Field(
@@ -114,6 +123,8 @@ class ShuffleDivideConfig(Settings):
             raise ValueError("train.epochs must be 1: pairs are rebuilt every epoch, set `epochs` instead")
         if self.train.loss.name == "supcon":
             raise ValueError("train.loss.name must be a pair loss (ntxent or mnr): the pairs have no labels")
+        if self.negatives == "other_clusters" and self.train.loss.name != "ntxent":
+            raise ValueError("negatives=other_clusters masks NT-Xent negatives: set train.loss.name to ntxent")
         return self
 
 
@@ -191,7 +202,7 @@ def _prepare_training(train_docs: Documents, state: dict[str, Any], config: Shuf
     if config.pair_method == "tfidf":
         neighbours = tfidf_neighbours(train_docs.texts, labels=train_docs.labels,
                                       chunk_rows=config.tfidf_chunk_rows)
-        state["tfidf_pairs"] = tfidf_pairs(train_docs.texts, neighbours, ids=train_docs.ids)
+        state["tfidf_neighbours"] = neighbours
         stats.update(pairs=len(train_docs), label_agreement=neighbours.label_agreement,
                      mean_similarity=float(neighbours.similarity.mean()))
     else:
@@ -209,12 +220,31 @@ def _prepare_training(train_docs: Documents, state: dict[str, Any], config: Shuf
     return stats
 
 
-def _epoch_pairs(epoch: int, train_docs: Documents, state: dict[str, Any],
-                 config: ShuffleDivideConfig) -> list[dict[str, str]]:
+def _epoch_pairs(epoch: int, train_docs: Documents, state: dict[str, Any], config: ShuffleDivideConfig,
+                 groups: np.ndarray | None = None) -> list[dict[str, Any]]:
     if config.pair_method == "tfidf":
-        return state["tfidf_pairs"]
+        return tfidf_pairs(train_docs.texts, state["tfidf_neighbours"], ids=train_docs.ids, groups=groups)
     return shuffle_divide_pairs(state["units"], epoch=epoch, seed=config.train.seed,
-                                min_units=config.min_units, ids=train_docs.ids)
+                                min_units=config.min_units, ids=train_docs.ids, groups=groups)
+
+
+def _training_groups(epoch: int, previous_model: str, train_docs: Documents, k: int, run_dir: Path,
+                     config: ShuffleDivideConfig) -> np.ndarray:
+    """Each training document's cluster under the previous epoch's model, for ``negatives=other_clusters``.
+
+    When the clustered documents are the training documents this is the previous epoch's assignment;
+    otherwise the training documents are encoded with the previous model and clustered (k clusters) on
+    their own. Saved in the epoch's folder, so a resumed epoch trains on the same groups.
+    """
+    if config.train_documents is None:
+        return np.load(_epoch_dir(run_dir, epoch - 1) / "assignments.npy")
+    path = _epoch_dir(run_dir, epoch) / "train_groups.npy"
+    if not path.is_file():
+        embeddings = _encode(previous_model, train_docs.texts, config)
+        result = spherical_kmeans(embeddings, k, seed=config.train.seed, niter=config.kmeans_niter,
+                                  nredo=config.kmeans_nredo)
+        np.save(path, result.assignments)
+    return np.load(path)
 
 
 def _train_epoch(epoch: int, previous_model: str, pairs: list[dict[str, str]], run_dir: Path,
@@ -228,15 +258,22 @@ def _train_epoch(epoch: int, previous_model: str, pairs: list[dict[str, str]], r
     train.seed = config.train.seed + epoch
     if epoch > 1:
         train.optimizer.warmup_ratio = 0.0  # warm-up only at the very start of training
-    dataset = ray.data.from_items([{"anchor": p["anchor"], "positive": p["positive"]} for p in pairs])
+    columns = ("anchor", "positive", "group") if config.negatives == "other_clusters" else ("anchor", "positive")
+    if "group" in columns:
+        train.group_column = "group"
+    dataset = ray.data.from_items([{c: p[c] for c in columns} for p in pairs])
     result = fit(dataset, train, OutputConfig(storage_path=str(run_dir / "train"), name=f"epoch_{epoch:03d}"),
                  rows=len(pairs), export_model_to=_epoch_dir(run_dir, epoch) / "model")
     if result.model_path is None:
         raise RuntimeError(f"epoch {epoch}: training finished without a checkpoint to export")
     losses = [h["loss"] for h in result.history if "loss" in h and "rows_trained" not in h]
     final = result.metrics
-    return {"loss": float(np.mean(losses)) if losses else final.get("loss"), "steps": result.steps,
-            "pairs": len(pairs), "rows_skipped": final.get("rows_skipped", 0), "train_s": result.seconds}
+    row = {"loss": float(np.mean(losses)) if losses else final.get("loss"), "steps": result.steps,
+           "pairs": len(pairs), "rows_skipped": final.get("rows_skipped", 0), "train_s": result.seconds}
+    if "group" in columns:
+        sizes = np.bincount([p["group"] for p in pairs if p["group"] >= 0])
+        row["negative_groups"] = int((sizes > 0).sum())
+    return row
 
 
 # ---------------------------------------------------------------- the job
@@ -300,7 +337,9 @@ def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
                     if not state:
                         pair_stats = _prepare_training(train_docs, state, config, timings)
                         write_json_atomic(pairs_file, pair_stats)
-                    pairs = _epoch_pairs(epoch, train_docs, state, config)
+                    groups = (_training_groups(epoch, model, train_docs, k, run_dir, config)
+                              if config.negatives == "other_clusters" else None)
+                    pairs = _epoch_pairs(epoch, train_docs, state, config, groups)
                     write_json_atomic(train_file, _train_epoch(epoch, model, pairs, run_dir, config))
                 row.update(json.loads(train_file.read_text()))
                 timings[f"train_{epoch}"] = time.perf_counter() - t

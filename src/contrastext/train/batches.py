@@ -50,8 +50,22 @@ def column_values(batch: dict[str, Any], columns: tuple[str, str], hint: str) ->
     return batch[columns[0]], batch[columns[1]]
 
 
+def group_id(value: Any) -> int:
+    """A row's negative-masking group as an int; None, NaN or anything not integral is -1 (no group)."""
+    if isinstance(value, (bool, np.bool_)) or value is None:
+        return -1
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)) and np.isfinite(value) and float(value).is_integer():
+        return int(value)
+    return -1
+
+
 def iter_rows(shard, config: TrainConfig, epoch: int, rank: int, skipped: SkippedRows) -> Iterator[tuple]:
-    """(first, second) column values of each well-formed row, locally shuffled with a per-epoch seed."""
+    """(first, second) column values of each well-formed row, locally shuffled with a per-epoch seed.
+
+    With ``config.group_column`` each pair row is (first, second, group id).
+    """
     first, second = config.columns
     pair_task = config.loss.name in PAIR_LOSSES
     shuffle = config.shuffle_buffer_rows or None
@@ -60,13 +74,22 @@ def iter_rows(shard, config: TrainConfig, epoch: int, rank: int, skipped: Skippe
         local_shuffle_buffer_size=shuffle,
         local_shuffle_seed=(config.seed + 7919 * epoch + rank) if shuffle else None,
     ):
-        for a, b in zip(*column_values(batch, (first, second), "the two columns to use")):
+        firsts, seconds = column_values(batch, (first, second), "the two columns to use")
+        groups = None
+        if pair_task and config.group_column is not None:
+            if config.group_column not in batch:
+                raise KeyError(f"Training data has no group column {config.group_column!r}; it has "
+                               f"{sorted(batch)}. Set train.group_column to one of them, or to null.")
+            groups = batch[config.group_column]
+        for i, (a, b) in enumerate(zip(firsts, seconds)):
             if not valid_text(a):
                 skipped.add(f"empty or non-text {first}")
             elif pair_task and not valid_text(b):
                 skipped.add(f"empty or non-text {second}")
             elif not pair_task and b is None:
                 skipped.add(f"missing {second}")
+            elif groups is not None:
+                yield a, b, group_id(groups[i])
             else:
                 yield (a, b) if pair_task else (a, label_id(b))
 
@@ -74,7 +97,8 @@ def iter_rows(shard, config: TrainConfig, epoch: int, rank: int, skipped: Skippe
 def epoch_batches(shard, config: TrainConfig, epoch: int, rank: int, skipped: SkippedRows) -> Iterator[list[tuple]]:
     rows = iter_rows(shard, config, epoch, rank, skipped)
     if config.loss.name in PAIR_LOSSES and config.no_duplicates:
-        yield from iter_no_duplicate_batches(rows, config.batch_size, key=lambda row: row)
+        # only the texts count as duplicates (a group id is shared by design)
+        yield from iter_no_duplicate_batches(rows, config.batch_size, key=lambda row: row[:2])
         return
     batch: list[tuple] = []
     for row in rows:

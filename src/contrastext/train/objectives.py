@@ -112,11 +112,14 @@ class EmbeddingObjective(Objective):
 
         if self.config.loss.name in PAIR_LOSSES:
             # one forward over anchors and positives together: one padded batch, one DDP forward
-            anchors, positives = embed([a for a, _ in batch] + [p for _, p in batch]).split(len(batch))
+            anchors, positives = embed([row[0] for row in batch] + [row[1] for row in batch]).split(len(batch))
             if self.config.loss.name == "mnr":
                 # rows sharing a positive text (pseudo-pairs of a few labels) must not be each other's negatives
-                groups = torch.tensor([label_id(p) for _, p in batch], dtype=torch.long, device=device)
+                groups = torch.tensor([label_id(row[1]) for row in batch], dtype=torch.long, device=device)
                 return self.loss_fn(anchors, positives, positive_groups=groups)
+            if self.config.group_column is not None:
+                groups = torch.tensor([row[2] for row in batch], dtype=torch.long, device=device)
+                return self.loss_fn(anchors, positives, groups=groups)
             return self.loss_fn(anchors, positives)
         labels = torch.tensor([label for _, label in batch], dtype=torch.long, device=device)
         return self.loss_fn(embed([t for t, _ in batch]), labels)
