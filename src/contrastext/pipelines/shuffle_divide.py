@@ -258,8 +258,9 @@ def _train_epoch(epoch: int, previous_model: str, pairs: list[dict[str, str]], r
     train.seed = config.train.seed + epoch
     if epoch > 1:
         train.optimizer.warmup_ratio = 0.0  # warm-up only at the very start of training
-    columns = ("anchor", "positive", "group") if config.negatives == "other_clusters" else ("anchor", "positive")
-    if "group" in columns:
+    grouped = config.negatives == "other_clusters"
+    columns = ("anchor", "positive", "group") if grouped else ("anchor", "positive")
+    if grouped:
         train.group_column = "group"
     dataset = ray.data.from_items([{c: p[c] for c in columns} for p in pairs])
     result = fit(dataset, train, OutputConfig(storage_path=str(run_dir / "train"), name=f"epoch_{epoch:03d}"),
@@ -270,7 +271,7 @@ def _train_epoch(epoch: int, previous_model: str, pairs: list[dict[str, str]], r
     final = result.metrics
     row = {"loss": float(np.mean(losses)) if losses else final.get("loss"), "steps": result.steps,
            "pairs": len(pairs), "rows_skipped": final.get("rows_skipped", 0), "train_s": result.seconds}
-    if "group" in columns:
+    if grouped:
         sizes = np.bincount([p["group"] for p in pairs if p["group"] >= 0])
         row["negative_groups"] = int((sizes > 0).sum())
     return row
