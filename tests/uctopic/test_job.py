@@ -10,6 +10,7 @@ from contrastext.config import load_config
 from contrastext.uctopic.config import UCTopicConfig
 from contrastext.uctopic.encoder import PhraseEncoder
 from contrastext.uctopic.job import main, run_uctopic
+from contrastext.uctopic.mlm import MLM_HEAD_WEIGHTS
 
 PEOPLE = ["John Smith", "Maria Lopez", "Ahmed Khan", "Li Wei"]
 PLACES = ["Paris", "New York", "Berlin", "Cairo"]
@@ -63,7 +64,7 @@ def test_pretrain_then_finetune_write_models_reports_and_metrics(ray_session, ti
     conll = _conll(tmp_path / "mini.conll")
     config = _config(tmp_path, str(tiny_encoder_dir), "pretrain", **{
         "pretrain.pages": str(_pages(tmp_path / "pages.jsonl")), "evaluation.conll": str(conll),
-        "train.max_steps": 2})
+        "train.max_steps": 2, "train.loss.params.mlm_weight": 0.1})
     summary = run_uctopic(config)
     run_dir = Path(summary["run_dir"])
     assert run_dir.name == "uctopic-pretrain"
@@ -72,10 +73,12 @@ def test_pretrain_then_finetune_write_models_reports_and_metrics(ray_session, ti
     for key in ("entity_clustering_before", "entity_clustering_after"):
         scores = summary[key]
         assert scores["k"] == 3 and scores["instances"] == 72 and 0.0 <= scores["nmi"] <= 1.0
-    for name in ("metrics.json", "report.md", "manifest.json", "pairs.parquet", "model/phrase_encoder.json"):
+    assert summary["mlm_weight"] == 0.1 and "MLM loss weight" in capsys.readouterr().out
+    for name in ("metrics.json", "report.md", "manifest.json", "pairs.parquet", "model/phrase_encoder.json",
+                 f"model/{MLM_HEAD_WEIGHTS}"):
         assert (run_dir / name).is_file(), name
     assert json.loads((run_dir / "manifest.json").read_text())["counts"]["steps"] == 2
-    assert "positive pairs" in capsys.readouterr().out
+    assert "positive pairs" in (run_dir / "report.md").read_text()
 
     tuned = run_uctopic(_config(tmp_path, summary["model_path"], "finetune", **{
         "finetune.data.conll": str(conll), "finetune.central_fraction": 0.5, "train.max_steps": 2}))

@@ -131,6 +131,11 @@ class UCTopicConfig(Settings):
     def _consistent(self) -> "UCTopicConfig":
         if self.train.objective != "phrase":
             raise ValueError("train.objective must be 'phrase' for UCTopic")
+        from contrastext.uctopic.mlm import MLMSettings
+
+        params = self.train.loss.params
+        MLMSettings(**{name: params[f"mlm_{name}"] for name in ("weight", "probability", "head_lr")
+                       if f"mlm_{name}" in params})
         for name in ("finetune", "mine"):
             topics = getattr(self, name).topics
             if topics.k_max < topics.k_min:

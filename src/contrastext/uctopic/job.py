@@ -178,13 +178,14 @@ def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
     timings["total"] = time.perf_counter() - started
     summary = {"stage": "pretrain", "source": source, "link_mentions": len(instances), "pairs": len(rows),
                "pairs_by_source": dict(Counter(r["key"].split(":", 1)[0] for r in rows)),
-               "masked_share": masked, "steps": result.steps,
+               "masked_share": masked, "mlm_weight": config.train.loss.params.get("mlm_weight", 0.0),
+               "steps": result.steps,
                "final_loss": _final_loss(result), "rows_skipped": result.metrics.get("rows_skipped", 0),
                "entity_clustering_before": before, "entity_clustering_after": after,
                "model_path": result.model_path, "timings_s": timings}
     rows_table = [["Wikipedia source", source], ["link mentions in sentences", len(instances)],
                   ["positive pairs", len(rows)], ["mentions masked", f"{masked:.1%}"],
-                  ["optimiser steps", result.steps],
+                  ["MLM loss weight", summary["mlm_weight"] or "off"], ["optimiser steps", result.steps],
                   ["final loss", summary["final_loss"] if summary["final_loss"] is not None else "-"],
                   ["rows skipped (malformed)", summary["rows_skipped"]]]
     rows_table += _entity_rows(before, after, config.evaluation)

@@ -4,7 +4,9 @@ Rows (see :func:`contrastext.uctopic.phrases.positive_pairs`): ``anchor``/``posi
 ``*_start``/``*_end`` character spans and ``*_mask`` flags, a ``key`` that no two rows of a batch share,
 and a ``topic`` pseudo label (-1: none; >= 0: CCL, same-topic rows are not negatives of each other).
 The loss is :class:`~contrastext.uctopic.loss.PhraseContrastiveLoss`; ``train.loss.params`` may set
-``temperature`` (0.05), ``symmetric`` and ``gather_across_workers``.
+``temperature`` (0.05), ``symmetric`` and ``gather_across_workers``, and the optional masked-language-model
+loss of UCTopic pretraining: ``mlm_weight`` (λ in contrastive + λ·MLM; 0, off, by default),
+``mlm_probability`` (0.15) and ``mlm_head_lr`` (1e-3, for the newly initialised prediction head).
 """
 
 from __future__ import annotations
@@ -59,12 +61,19 @@ class PhraseObjective(Objective):
     def __init__(self, config: TrainConfig):
         from contrastext.uctopic.loss import PhraseContrastiveLoss
 
+        from contrastext.uctopic.mlm import MLMSettings
+
         super().__init__(config)
         if config.loss.name != "mnr":
             raise ValueError("objective 'phrase' trains with in-batch negatives: set train.loss.name to 'mnr' "
-                             "(train.loss.params: temperature, symmetric, gather_across_workers)")
-        self.loss_fn = PhraseContrastiveLoss(**config.loss.params)
+                             "(train.loss.params: temperature, symmetric, gather_across_workers, mlm_weight, "
+                             "mlm_probability, mlm_head_lr)")
+        params = dict(config.loss.params)
+        self.mlm = MLMSettings(**{name: params.pop(f"mlm_{name}") for name in ("weight", "probability", "head_lr")
+                                  if f"mlm_{name}" in params})
+        self.loss_fn = PhraseContrastiveLoss(**params)
         self.encoder = None
+        self._mlm_generator: torch.Generator | None = None
 
     def build_model(self, model_spec: str, resuming: bool) -> nn.Module:
         from contrastext.uctopic.encoder import PhraseEncoder
@@ -74,7 +83,21 @@ class PhraseObjective(Objective):
                                                      allow_download=enc.allow_download)
         self.encoder.train()
         freeze_unused_pooler(self.encoder.transformer)
-        return self.encoder
+        if not self.mlm.enabled:
+            return self.encoder
+        from contrastext.models.resolve import resolve_model_path
+        from contrastext.uctopic.mlm import PhraseModelWithMLM
+
+        self._mlm_generator = torch.Generator().manual_seed(self.config.seed)
+        model = PhraseModelWithMLM.around(self.encoder, resolve_model_path(model_spec,
+                                                                           allow_download=enc.allow_download))
+        return model.train()
+
+    def param_groups(self, model: nn.Module) -> list[dict[str, Any]]:
+        if not self.mlm.enabled:
+            return super().param_groups(model)
+        return [{"params": list(model.phrase_encoder.parameters()), "lr": self.config.optimizer.lr},
+                {"params": list(model.head.parameters()), "lr": self.mlm.head_lr}]
 
     def batches(self, shard, epoch: int, rank: int, world: int, skipped: SkippedRows) -> Iterator[list[tuple]]:
         config = self.config
@@ -95,10 +118,20 @@ class PhraseObjective(Objective):
         masks = [row[1] for row in batch] + [row[3] for row in batch]
         features = self.encoder.tokenize(spans, masks, self.config.encoder.max_length)
         topics = torch.tensor([row[5] for row in batch], dtype=torch.long, device=device)
+        features = {k: v.to(device) for k, v in features.items()}
+        if not self.mlm.enabled:
+            with autocast:
+                vectors = model(features).float()
+            return self.loss_fn(*vectors.split(len(batch)), topics)
+        from contrastext.uctopic.mlm import mask_tokens
+
+        ids, labels = mask_tokens(features["input_ids"].cpu(), features["attention_mask"].cpu(),
+                                  self.encoder.tokenizer, self.mlm.probability, self._mlm_generator)
+        mlm_features = {**features, "input_ids": ids.to(device), "labels": labels.to(device)}
+        mlm_features.pop("span_mask")
         with autocast:
-            vectors = model({k: v.to(device) for k, v in features.items()}).float()
-        anchors, positives = vectors.split(len(batch))
-        return self.loss_fn(anchors, positives, topics)
+            vectors, mlm_loss = model(features, mlm_features)
+        return self.loss_fn(*vectors.float().split(len(batch)), topics) + self.mlm.weight * mlm_loss.float()
 
 
 def _plain_batches(rows: Iterator[tuple], size: int) -> Iterator[list[tuple]]:
