@@ -133,9 +133,7 @@ class UCTopicConfig(Settings):
             raise ValueError("train.objective must be 'phrase' for UCTopic")
         from contrastext.uctopic.mlm import MLMSettings
 
-        params = self.train.loss.params
-        MLMSettings(**{name: params[f"mlm_{name}"] for name in ("weight", "probability", "head_lr")
-                       if f"mlm_{name}" in params})
+        MLMSettings.split_loss_params(self.train.loss.params)  # refuses bad mlm_* settings before any work
         for name in ("finetune", "mine"):
             topics = getattr(self, name).topics
             if topics.k_max < topics.k_min:

@@ -40,6 +40,14 @@ class MLMSettings:
     def enabled(self) -> bool:
         return self.weight > 0
 
+    @classmethod
+    def split_loss_params(cls, params: dict) -> tuple["MLMSettings", dict]:
+        """The ``mlm_*`` entries of ``train.loss.params`` as settings, and the rest for the contrastive loss."""
+        rest = dict(params)
+        settings = cls(**{name: rest.pop(f"mlm_{name}") for name in ("weight", "probability", "head_lr")
+                          if f"mlm_{name}" in rest})
+        return settings, rest
+
 
 def mask_tokens(input_ids: torch.Tensor, attention_mask: torch.Tensor, tokenizer, probability: float = 0.15,
                 generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -95,10 +103,6 @@ class PhraseModelWithMLM(nn.Module):
 
             head.load_state_dict(load_file(str(saved)))
         return cls(phrase_encoder, head)
-
-    @property
-    def encoder(self):
-        return self.phrase_encoder.encoder
 
     def forward(self, features: dict[str, torch.Tensor],
                 mlm_features: dict[str, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -60,7 +60,6 @@ def phrase_rows(batch: dict[str, Any], skipped: SkippedRows) -> Iterator[tuple]:
 class PhraseObjective(Objective):
     def __init__(self, config: TrainConfig):
         from contrastext.uctopic.loss import PhraseContrastiveLoss
-
         from contrastext.uctopic.mlm import MLMSettings
 
         super().__init__(config)
@@ -68,9 +67,7 @@ class PhraseObjective(Objective):
             raise ValueError("objective 'phrase' trains with in-batch negatives: set train.loss.name to 'mnr' "
                              "(train.loss.params: temperature, symmetric, gather_across_workers, mlm_weight, "
                              "mlm_probability, mlm_head_lr)")
-        params = dict(config.loss.params)
-        self.mlm = MLMSettings(**{name: params.pop(f"mlm_{name}") for name in ("weight", "probability", "head_lr")
-                                  if f"mlm_{name}" in params})
+        self.mlm, params = MLMSettings.split_loss_params(config.loss.params)
         self.loss_fn = PhraseContrastiveLoss(**params)
         self.encoder = None
         self._mlm_generator: torch.Generator | None = None
@@ -118,17 +115,17 @@ class PhraseObjective(Objective):
         masks = [row[1] for row in batch] + [row[3] for row in batch]
         features = self.encoder.tokenize(spans, masks, self.config.encoder.max_length)
         topics = torch.tensor([row[5] for row in batch], dtype=torch.long, device=device)
-        features = {k: v.to(device) for k, v in features.items()}
         if not self.mlm.enabled:
             with autocast:
-                vectors = model(features).float()
+                vectors = model({k: v.to(device) for k, v in features.items()}).float()
             return self.loss_fn(*vectors.split(len(batch)), topics)
         from contrastext.uctopic.mlm import mask_tokens
 
-        ids, labels = mask_tokens(features["input_ids"].cpu(), features["attention_mask"].cpu(),
-                                  self.encoder.tokenizer, self.mlm.probability, self._mlm_generator)
-        mlm_features = {**features, "input_ids": ids.to(device), "labels": labels.to(device)}
-        mlm_features.pop("span_mask")
+        ids, labels = mask_tokens(features["input_ids"], features["attention_mask"], self.encoder.tokenizer,
+                                  self.mlm.probability, self._mlm_generator)
+        mlm_features = {k: v.to(device) for k, v in {**features, "input_ids": ids, "labels": labels}.items()
+                        if k != "span_mask"}
+        features = {k: v.to(device) for k, v in features.items()}
         with autocast:
             vectors, mlm_loss = model(features, mlm_features)
         return self.loss_fn(*vectors.float().split(len(batch)), topics) + self.mlm.weight * mlm_loss.float()
