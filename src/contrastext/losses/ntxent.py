@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from contrastext.losses.gather import all_gather_with_grad, local_offset
+from contrastext.losses.group_mask import same_group_mask
 
 
 class NTXentLoss(nn.Module):
@@ -57,8 +58,4 @@ class NTXentLoss(nn.Module):
         all_groups = all_gather_with_grad(groups) if self.gather_across_workers else groups
         if all_groups.shape[0] != n:
             raise ValueError(f"groups has {groups.shape[0]} entries for {n} gathered rows: give one per row")
-        anchor_groups = torch.cat([groups, groups])
-        candidate_groups = torch.cat([all_groups, all_groups])
-        same = (anchor_groups[:, None] == candidate_groups[None, :]) & (anchor_groups[:, None] >= 0)
-        same[torch.arange(same.shape[0], device=same.device), positive_idx] = False
-        return same
+        return same_group_mask(torch.cat([groups, groups]), torch.cat([all_groups, all_groups]), positive_idx)

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from contrastext.losses.gather import all_gather_with_grad, local_offset
+from contrastext.losses.group_mask import same_group_mask
 
 
 class PhraseContrastiveLoss(nn.Module):
@@ -32,9 +33,7 @@ class PhraseContrastiveLoss(nn.Module):
                    topics: torch.Tensor | None, all_topics: torch.Tensor | None) -> torch.Tensor:
         logits = F.normalize(queries, dim=-1) @ F.normalize(keys, dim=-1).T / self.temperature
         if topics is not None:
-            same = (topics[:, None] == all_topics[None, :]) & (topics[:, None] >= 0)
-            same[torch.arange(len(labels), device=labels.device), labels] = False
-            logits = logits.masked_fill(same, float("-inf"))
+            logits = logits.masked_fill(same_group_mask(topics, all_topics, labels), float("-inf"))
         return F.cross_entropy(logits, labels)
 
     def forward(self, anchors: torch.Tensor, positives: torch.Tensor,
