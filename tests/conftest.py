@@ -49,8 +49,62 @@ def tiny_encoder_dir(tmp_path_factory) -> Path:
     return encoder.save(tmp_path_factory.mktemp("tiny") / "encoder")
 
 
+
+
+# ------------------------------------------------------------------------------- object storage (S3)
+class S3Server:
+    """moto's S3 API on 127.0.0.1, reached through the standard AWS environment variables."""
+
+    def __init__(self):
+        from moto.server import ThreadedMotoServer
+
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self._server.start()
+        host, port = self._server.get_host_and_port()
+        self.endpoint = f"http://{host}:{port}"
+        self._buckets = 0
+
+    def environment(self) -> dict[str, str]:
+        return {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": self.endpoint,
+                "AWS_EC2_METADATA_DISABLED": "true"}
+
+    def new_bucket(self, prefix: str = "test") -> str:
+        """A fresh, empty bucket; returns its ``s3://`` URI."""
+        import boto3
+
+        self._buckets += 1
+        bucket = f"{prefix}-{self._buckets}-{os.getpid()}"
+        boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1", aws_access_key_id="testing",
+                     aws_secret_access_key="testing").create_bucket(Bucket=bucket)
+        return f"s3://{bucket}"
+
+    def stop(self) -> None:
+        self._server.stop()
+
+
 @pytest.fixture(scope="session")
-def ray_session():
+def s3_server():
+    """One S3 server per session. Its variables are set before any Ray starts, so every worker inherits them."""
+    server = S3Server()
+    previous = {k: os.environ.get(k) for k in server.environment()}
+    os.environ.update(server.environment())
+    yield server
+    server.stop()
+    for key, value in previous.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture
+def s3_bucket(s3_server) -> str:
+    return s3_server.new_bucket()
+
+
+@pytest.fixture(scope="session")
+def ray_session(s3_server):
     """One local Ray for the whole session (starting Ray costs seconds)."""
     import ray
 
@@ -60,3 +114,64 @@ def ray_session():
     init_ray(RayConfig(num_cpus=4))
     yield ray
     ray.shutdown()
+
+
+# ------------------------------------------------------------------------------- several nodes
+class MultiNodeCluster:
+    """Several raylets on this host: a head with no CPUs (the driver's node) and worker nodes."""
+
+    WORKER_CPUS = 2
+
+    def __init__(self, workers: int = 2):
+        import ray
+        from ray.cluster_utils import Cluster
+
+        ray.shutdown()  # the session's single-node Ray, if a test before started it
+        self.cluster = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 0, "dashboard_host": "127.0.0.1", "include_dashboard": True})
+        self.workers = [self.cluster.add_node(num_cpus=self.WORKER_CPUS) for _ in range(workers)]
+        ray.init(address=self.cluster.address)
+        self.cluster.wait_for_nodes()
+
+    @property
+    def address(self) -> str:
+        return self.cluster.address
+
+    def worker_node_ids(self) -> list[str]:
+        return [w.node_id for w in self.workers]
+
+    def remove_worker(self, node) -> None:
+        self.workers.remove(node)
+        self.cluster.remove_node(node, allow_graceful=False)
+
+    def restore(self, workers: int = 2) -> None:
+        """Bring the worker count back (after a test removed nodes), so the next test finds the same cluster."""
+        while len(self.workers) < workers:
+            self.workers.append(self.cluster.add_node(num_cpus=self.WORKER_CPUS))
+        self.cluster.wait_for_nodes()
+
+    def shutdown(self) -> None:
+        import ray
+
+        ray.shutdown()
+        self.cluster.shutdown()
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(s3_server):
+    """One multi-node cluster shared by every ``multinode`` test (they run last: see the hook below)."""
+    cluster = MultiNodeCluster()
+    yield cluster
+    cluster.shutdown()
+
+
+@pytest.fixture
+def fresh_cluster(ray_cluster):
+    """The shared cluster, with its worker nodes restored after the test however many it removed."""
+    yield ray_cluster
+    ray_cluster.restore()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Multi-node tests replace the session's Ray with a cluster, so they run after all the others."""
+    items.sort(key=lambda item: item.get_closest_marker("multinode") is not None)

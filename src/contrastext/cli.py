@@ -72,6 +72,13 @@ def run_job(name: str, args: argparse.Namespace) -> int:
     if args.print_config:
         print(dump_config(config), end="")
         return 0
+    from contrastext.preflight import check_locations
+
+    try:
+        check_locations(config)
+    except OSError as error:  # StorageError, FileNotFoundError: one line naming the location
+        print(f"contrastext {name}: {error}", file=sys.stderr)
+        return 2
     runner(config)
     return 0
 

@@ -6,11 +6,14 @@ import logging
 import os
 
 from contrastext.config import RayConfig
+from contrastext.storage import FORWARDED_VARIABLES
 
 log = logging.getLogger(__name__)
 
 # Environment the workers need to behave like the driver (offline model resolution above all).
-_FORWARDED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME", "CONTRASTEXT_DATA")
+# Data folders are not forwarded: a path on the driver's disk means nothing on another node (inputs are
+# URIs, or shipped through the object store). Object-storage settings are; credentials stay per node.
+_FORWARDED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME", *FORWARDED_VARIABLES)
 
 
 def local_num_cpus() -> int:

@@ -1,53 +1,215 @@
-"""Reading and writing job outputs at a local path or any pyarrow filesystem URI (``s3://``, ``gs://``, ``file://``)."""
+"""One storage layer for every job: a local path or a URI (``s3://``, ``gs://``, ``file://``), on ``pyarrow.fs``.
+
+Every input and output of the jobs goes through here, so a run folder on a bucket behaves as one on disk:
+files appear whole (written under a temporary name, then moved), folders list the same way, and a
+missing bucket or credentials is one clear :class:`StorageError` naming the URI.
+
+S3 settings come from the standard AWS environment: credentials (``AWS_ACCESS_KEY_ID``, …, a profile or
+the node's role), ``AWS_REGION`` / ``AWS_DEFAULT_REGION``, and ``AWS_ENDPOINT_URL_S3`` or
+``AWS_ENDPOINT_URL`` for S3-compatible stores (MinIO, Ceph, a test server): pyarrow reads the
+credentials itself but not the endpoint variables, so they are applied here.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import tempfile
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
+from urllib.parse import urlparse
 
 import pyarrow.fs
 
+Location = str | Path  # a local path or a URI
+ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+# what workers on other nodes need to reach the same store the driver does (credentials stay per node)
+FORWARDED_VARIABLES = (*ENDPOINT_VARIABLES, "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_EC2_METADATA_DISABLED")
+_TMP_SUFFIX = ".tmp-"
 
-def is_uri(location: str | Path) -> bool:
+
+class StorageError(OSError):
+    """A location that cannot be used; the message names it and says why."""
+
+
+def is_uri(location: Location) -> bool:
     return "://" in str(location)
 
 
-def resolve(location: str | Path) -> tuple[pyarrow.fs.FileSystem, str]:
+def s3_filesystem(region: str | None = None) -> pyarrow.fs.S3FileSystem:
+    """An S3 filesystem configured from the AWS environment, the endpoint variables included."""
+    options: dict[str, Any] = {"connect_timeout": 10, "request_timeout": 60}
+    endpoint = next((os.environ[v] for v in ENDPOINT_VARIABLES if os.environ.get(v)), None)
+    if endpoint:
+        parsed = urlparse(endpoint if "://" in endpoint else f"https://{endpoint}")
+        options["endpoint_override"] = parsed.netloc + parsed.path.rstrip("/")
+        options["scheme"] = parsed.scheme or "https"
+    region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region:
+        options["region"] = region
+    return pyarrow.fs.S3FileSystem(**options)
+
+
+def resolve(location: Location) -> tuple[pyarrow.fs.FileSystem, str]:
     """The filesystem holding ``location`` and the path within it (local paths made absolute)."""
+    text = str(location)
+    if text.startswith("s3://"):
+        parsed = urlparse(text)
+        return s3_filesystem(), (parsed.netloc + parsed.path).rstrip("/")
+    if is_uri(text):
+        return pyarrow.fs.FileSystem.from_uri(text)
+    return pyarrow.fs.LocalFileSystem(), str(Path(text).expanduser().resolve())
+
+
+def normalize(location: Location) -> str:
+    """A URI as given (no trailing slash), a local path made absolute: the form stored in markers."""
     if is_uri(location):
-        return pyarrow.fs.FileSystem.from_uri(str(location))
-    return pyarrow.fs.LocalFileSystem(), str(Path(location).expanduser().resolve())
+        return str(location).rstrip("/")
+    return str(Path(location).expanduser().resolve())
 
 
-def join(location: str | Path, *parts: str) -> str:
-    return "/".join([str(location).rstrip("/"), *parts])
+def join(location: Location, *parts: str) -> str:
+    return "/".join([str(location).rstrip("/"), *(p.strip("/") for p in parts)])
 
 
-def exists(location: str | Path) -> bool:
+def name(location: Location) -> str:
+    return str(location).rstrip("/").rsplit("/", 1)[-1]
+
+
+def parent(location: Location) -> str:
+    return str(location).rstrip("/").rsplit("/", 1)[0]
+
+
+def _info(location: Location) -> pyarrow.fs.FileInfo:
     fs, path = resolve(location)
-    return fs.get_file_info(path).type != pyarrow.fs.FileType.NotFound
+    try:
+        return fs.get_file_info(path)
+    except OSError as error:
+        raise StorageError(f"{location}: {error}") from error
 
 
-def read_bytes(location: str | Path) -> bytes:
+def exists(location: Location) -> bool:
+    return _info(location).type != pyarrow.fs.FileType.NotFound
+
+
+def is_file(location: Location) -> bool:
+    return _info(location).type == pyarrow.fs.FileType.File
+
+
+def is_dir(location: Location) -> bool:
+    return _info(location).type == pyarrow.fs.FileType.Directory
+
+
+def list_files(location: Location, suffix: str = "", recursive: bool = False) -> list[str]:
+    """Files under a folder (sorted locations, in the folder's own form), without temporary leftovers."""
     fs, path = resolve(location)
-    with fs.open_input_stream(path) as f:
-        return f.read()
+    try:
+        infos = fs.get_file_info(pyarrow.fs.FileSelector(path, allow_not_found=True, recursive=recursive))
+    except OSError as error:
+        raise StorageError(f"{location}: {error}") from error
+    base = str(location).rstrip("/")
+    out = []
+    for info in infos:
+        if info.type != pyarrow.fs.FileType.File or _TMP_SUFFIX in info.base_name:
+            continue
+        if info.base_name.endswith(suffix):
+            out.append(join(base, info.path[len(path):].lstrip("/")))
+    return sorted(out)
 
 
-def write_bytes(location: str | Path, data: bytes) -> str:
+def read_bytes(location: Location) -> bytes:
+    fs, path = resolve(location)
+    try:
+        with fs.open_input_stream(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        if "not found" in str(error).lower() or "no such file" in str(error).lower():
+            raise FileNotFoundError(f"{location} does not exist") from error
+        raise StorageError(f"{location}: {error}") from error
+
+
+def read_text(location: Location) -> str:
+    return read_bytes(location).decode("utf-8")
+
+
+def read_json(location: Location) -> Any:
+    return json.loads(read_bytes(location))
+
+
+def _temporary(path: str) -> str:
+    return f"{path}{_TMP_SUFFIX}{uuid.uuid4().hex[:8]}"
+
+
+def write_bytes(location: Location, data: bytes) -> str:
     """Write to a temporary name beside ``location``, then move it there: readers never see half a file."""
     fs, path = resolve(location)
     fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-    tmp = path + ".tmp"
+    tmp = _temporary(path)
     with fs.open_output_stream(tmp) as f:
         f.write(data)
     fs.move(tmp, path)
     return str(location)
 
 
-def copy_tree(source: str | Path, destination: str | Path,
+def write_text(location: Location, text: str) -> str:
+    return write_bytes(location, text.encode("utf-8"))
+
+
+def write_json(location: Location, content: Any) -> str:
+    return write_bytes(location, json.dumps(content, indent=2, default=str).encode("utf-8"))
+
+
+def upload_file(local: Location, location: Location) -> str:
+    """Copy a finished local file to ``location`` under a temporary name, then move it into place."""
+    fs, path = resolve(location)
+    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    tmp = _temporary(path)
+    pyarrow.fs.copy_files(str(Path(local).resolve()), tmp, source_filesystem=pyarrow.fs.LocalFileSystem(),
+                          destination_filesystem=fs)
+    fs.move(tmp, path)
+    return str(location)
+
+
+def download_file(location: Location, local: Location) -> Path:
+    fs, path = resolve(location)
+    local = Path(local)
+    local.parent.mkdir(parents=True, exist_ok=True)
+    pyarrow.fs.copy_files(path, str(local.resolve()), source_filesystem=fs,
+                          destination_filesystem=pyarrow.fs.LocalFileSystem())
+    return local
+
+
+@contextmanager
+def local_file(location: Location) -> Iterator[Path]:
+    """A local path holding the file at ``location``: the file itself when local, else a temporary copy."""
+    if not is_uri(location) or str(location).startswith("file://"):
+        yield Path(resolve(location)[1])
+        return
+    with tempfile.TemporaryDirectory(prefix="contrastext-") as tmp:
+        yield download_file(location, Path(tmp) / name(location))
+
+
+def delete(location: Location) -> None:
+    """Remove a file or a folder; nothing happens when it is not there."""
+    fs, path = resolve(location)
+    info = fs.get_file_info(path)
+    if info.type == pyarrow.fs.FileType.Directory:
+        fs.delete_dir(path)
+    elif info.type == pyarrow.fs.FileType.File:
+        fs.delete_file(path)
+
+
+def make_dirs(location: Location) -> None:
+    fs, path = resolve(location)
+    fs.create_dir(path, recursive=True)
+
+
+def copy_tree(source: Location, destination: Location,
               source_filesystem: pyarrow.fs.FileSystem | None = None) -> str:
     """Copy a folder, replacing whatever ``destination`` held."""
     if source_filesystem is None:
@@ -61,11 +223,65 @@ def copy_tree(source: str | Path, destination: str | Path,
 
 
 @contextmanager
-def local_copy(location: str | Path) -> Iterator[Path]:
+def local_copy(location: Location) -> Iterator[Path]:
     """A local folder with the contents of ``location``: the folder itself when it is local."""
-    if not is_uri(location):
-        yield Path(location)
+    if not is_uri(location) or str(location).startswith("file://"):
+        yield Path(resolve(location)[1])
         return
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(prefix="contrastext-") as tmp:
         copy_tree(location, tmp)
         yield Path(tmp)
+
+
+def scratch_dir(prefix: str = "contrastext-") -> Path:
+    """Node-local scratch space (``$CONTRASTEXT_SCRATCH`` or the system's temporary folder)."""
+    base = os.environ.get("CONTRASTEXT_SCRATCH")
+    if base:
+        Path(base).mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+
+
+def check_writable(location: Location) -> None:
+    """Fail now, naming ``location``, when it cannot be written (no bucket, no credentials, no endpoint).
+
+    A small probe object is written and removed; on a local path the folder is created.
+    """
+    try:
+        fs, path = resolve(location)
+    except (OSError, ValueError) as error:
+        raise StorageError(f"{location}: not a usable location ({error})") from error
+    if isinstance(fs, pyarrow.fs.S3FileSystem):
+        bucket = path.split("/", 1)[0]
+        try:
+            bucket_info = fs.get_file_info(bucket)
+        except OSError as error:
+            raise StorageError(f"{location}: the store cannot be reached or refused the credentials "
+                               f"({_first_line(error)}); check AWS_ENDPOINT_URL and the AWS credentials") from error
+        if bucket_info.type == pyarrow.fs.FileType.NotFound:
+            raise StorageError(f"{location}: bucket {bucket!r} does not exist")
+    probe = join(path, f".write-check{_TMP_SUFFIX}{uuid.uuid4().hex[:8]}")
+    try:
+        fs.create_dir(path, recursive=True)
+        with fs.open_output_stream(probe) as f:
+            f.write(b"ok")
+        fs.delete_file(probe)
+    except OSError as error:
+        raise StorageError(f"{location}: cannot write there ({_first_line(error)})") from error
+
+
+def check_readable(location: Location, what: str = "input") -> None:
+    """Fail now, naming ``location``, when it does not exist or cannot be reached."""
+    try:
+        found = exists(location)
+    except (OSError, ValueError) as error:
+        raise StorageError(f"{what} {location} cannot be reached ({_first_line(error)})") from error
+    if not found:
+        raise FileNotFoundError(f"{what} {location} does not exist")
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
+def remove_local(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

@@ -54,6 +54,8 @@ def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
     objective = build_objective(config)
     total_steps = objective.planned_steps(ds, rows)
     run_dir = output.run_dir()
+    # the same filesystem (endpoint, region) as every other read and write of the run
+    storage_filesystem, storage_path = storage.resolve(output.storage_uri())
     trainer = TorchTrainer(
         train_loop_per_worker,
         train_loop_config={"train": config.model_dump(mode="json"), "total_steps": total_steps,
@@ -64,7 +66,8 @@ def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
         ),
         run_config=ray.train.RunConfig(
             name=output.name,
-            storage_path=output.storage_uri(),
+            storage_path=storage_path,
+            storage_filesystem=storage_filesystem,
             checkpoint_config=ray.train.CheckpointConfig(num_to_keep=config.keep_checkpoints),
             failure_config=ray.train.FailureConfig(max_failures=config.max_failures),
             callbacks=[HistoryCallback(run_dir)],
