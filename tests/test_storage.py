@@ -22,6 +22,6 @@ def test_copy_tree_replaces_the_destination_and_local_copy_downloads_uris(tmp_pa
     storage.copy_tree(source, target)
     assert sorted(p.name for p in (tmp_path / "dst").rglob("*")) == ["sub", "x.txt"]
     with storage.local_copy(target) as local:
-        assert (local / "sub" / "x.txt").read_text() == "x" and local != tmp_path / "dst"
+        assert (local / "sub" / "x.txt").read_text() == "x" and local == tmp_path / "dst"  # file:// is local
     with storage.local_copy(tmp_path / "dst") as local:
         assert local == tmp_path / "dst"
