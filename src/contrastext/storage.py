@@ -266,7 +266,8 @@ def check_writable(location: Location) -> None:
             f.write(b"ok")
         fs.delete_file(probe)
     except OSError as error:
-        raise StorageError(f"{location}: cannot write there ({_first_line(error)})") from error
+        hint = "; check the AWS credentials" if "ACCESS_DENIED" in str(error).upper() else ""
+        raise StorageError(f"{location}: cannot write there ({_first_line(error)}){hint}") from error
 
 
 def check_readable(location: Location, what: str = "input") -> None:
@@ -285,3 +286,72 @@ def _first_line(error: BaseException) -> str:
 
 def remove_local(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------- file objects, parquet
+def open_input(location: Location):
+    """A seekable binary file at ``location`` (pyarrow's NativeFile: read, seek, tell)."""
+    fs, path = resolve(location)
+    try:
+        return fs.open_input_file(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{location} does not exist") from None
+    except OSError as error:
+        if "not found" in str(error).lower() or "no such file" in str(error).lower():
+            raise FileNotFoundError(f"{location} does not exist") from error
+        raise StorageError(f"{location}: {error}") from error
+
+
+def list_temporary(location: Location) -> list[str]:
+    """Files a killed writer left under temporary names in a folder (not recursive)."""
+    fs, path = resolve(location)
+    infos = fs.get_file_info(pyarrow.fs.FileSelector(path, allow_not_found=True))
+    return sorted(join(location, i.base_name) for i in infos
+                  if i.type == pyarrow.fs.FileType.File and _TMP_SUFFIX in i.base_name)
+
+
+def parquet_file(location: Location):
+    import pyarrow.parquet as pq
+
+    fs, path = resolve(location)
+    return pq.ParquetFile(path, filesystem=fs)
+
+
+def read_parquet(locations: Location | list[Location], columns: list[str] | None = None):
+    """One table from a parquet file or several (all on one filesystem)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    items = [locations] if isinstance(locations, (str, Path)) else list(locations)
+    tables = []
+    for location in items:
+        fs, path = resolve(location)
+        tables.append(pq.read_table(path, filesystem=fs, columns=columns))
+    return pa.concat_tables(tables) if len(tables) != 1 else tables[0]
+
+
+def write_parquet(table, location: Location, **kwargs) -> str:
+    """Write a parquet file under a temporary name, then move it into place."""
+    import pyarrow.parquet as pq
+
+    fs, path = resolve(location)
+    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    tmp = _temporary(path)
+    pq.write_table(table, tmp, filesystem=fs, **kwargs)
+    fs.move(tmp, path)
+    return str(location)
+
+
+def file_signature(location: Location) -> str:
+    """How a run records an input file: sha256 for a local file, size and modification time for a URI
+    (hashing a corpus-sized object would pull it through the driver)."""
+    if not is_uri(location) or str(location).startswith("file://"):
+        import hashlib
+
+        digest = hashlib.sha256()
+        with open(resolve(location)[1], "rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+        return f"sha256:{digest.hexdigest()}"
+    info = _info(location)
+    return f"size:{info.size}" + (f",mtime:{info.mtime.isoformat()}" if info.mtime else "")

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from contrastext.data.h5store import (H5Corpus, H5ShardWriter, ShardSpec, first_words, plan_shards, read_rows,
+from contrastext.data.h5store import (H5Corpus, ShardSpec, first_words, plan_shards, read_rows,
                                       remove_partial_files, shard_status, write_shard)
 
 ATTRS = {"model": "m", "dimension": 4, "normalize": True, "pooling": "mean", "max_length": 16, "max_words": 5,
@@ -79,24 +79,6 @@ def test_status_detects_missing_damaged_and_mismatched_shards(tmp_path):
     (tmp_path / "shard-00002.h5.tmp-123").write_bytes(b"half")
     assert remove_partial_files(tmp_path) == ["shard-00002.h5.tmp-123"]
     assert H5Corpus(tmp_path).verify() == ["shard-00001.h5"]
-
-
-def test_writer_stage_writes_a_shard_once_all_its_rows_arrived(tmp_path):
-    specs = {0: {"shard": 0, "source": "s", "row_start": 0, "row_end": 3},
-             1: {"shard": 1, "source": "s", "row_start": 3, "row_end": 5}}
-    writer = H5ShardWriter(str(tmp_path), ATTRS, specs, dtype="float32")
-    emb = np.arange(20, dtype=np.float32).reshape(5, 4)
-    out = writer({"shard": np.array([0, 1, 0]), "shard_rows": np.array([3, 2, 3]),
-                  "page_id": np.array([9, 4, 2]), "embedding": emb[:3]})
-    assert out == {"entry": []} and not list(tmp_path.glob("*.h5"))
-    out = writer({"shard": np.array([0, 1]), "shard_rows": np.array([3, 2]), "page_id": np.array([5, 1]),
-                  "embedding": emb[3:]})
-    entries = sorted((json.loads(e) for e in out["entry"]), key=lambda e: e["shard"])
-    assert [(e["shard"], e["rows"], e["id_min"], e["id_max"]) for e in entries] == [(0, 3, 2, 9), (1, 2, 1, 4)]
-    with h5py.File(tmp_path / "shard-00000.h5") as h5:
-        assert list(h5["ids"][:]) == [2, 5, 9]
-        np.testing.assert_array_equal(h5["embeddings"][:], emb[[2, 3, 0]])
-        assert h5.attrs["expected_rows"] == 3 and h5.attrs["row_end"] == 3
 
 
 def test_reader_needs_a_finished_output(tmp_path):

@@ -1,4 +1,4 @@
-"""Sharded ``.h5`` page embeddings: shard plan, shard writer (a Ray Data actor), streaming reader.
+"""Sharded ``.h5`` page embeddings: shard plan, shard writing, streaming reader.
 
 Layout of an output folder (stable: the self-training rounds read it)::
 
@@ -10,23 +10,22 @@ Layout of an output folder (stable: the self-training rounds read it)::
 
 A shard is the rows ``[row_start, row_end)`` of one pages parquet file, so the assignment of pages to
 shards is the same on every run. A shard file only ever appears complete: it is written under a temporary
-name and renamed when closed; a restarted run keeps the shards whose file exists and matches the plan and
-configuration, removes temporary leftovers, and redoes the rest.
+name and renamed when closed (on object storage: written to node-local scratch, uploaded under a temporary
+name, then moved); a restarted run keeps the shards whose file exists and matches the plan and
+configuration, removes temporary leftovers, and redoes the rest. Every location may be a URI.
 """
 
 from __future__ import annotations
 
-import json
 import os
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from contrastext import storage
 from contrastext.manifest import file_checksum
 
 SHARD_PATTERN = "shard-{:05d}.h5"
@@ -55,7 +54,7 @@ def plan_shards(files: Sequence[str | Path], rows_per_shard: int) -> list[ShardS
     """Cut each pages file (in the given order) into runs of ``rows_per_shard`` rows."""
     specs: list[ShardSpec] = []
     for f in files:
-        rows = pq.ParquetFile(f).metadata.num_rows
+        rows = storage.parquet_file(f).metadata.num_rows
         for start in range(0, rows, rows_per_shard):
             specs.append(ShardSpec(len(specs), str(f), start, min(rows, start + rows_per_shard)))
     return specs
@@ -63,7 +62,7 @@ def plan_shards(files: Sequence[str | Path], rows_per_shard: int) -> list[ShardS
 
 def read_rows(path: str | Path, start: int, end: int, columns: Sequence[str]) -> pa.Table:
     """Rows ``[start, end)`` of a parquet file, reading only the row groups that hold them."""
-    parquet = pq.ParquetFile(path)
+    parquet = storage.parquet_file(path)
     groups, offset, first_offset = [], 0, None
     for g in range(parquet.metadata.num_row_groups):
         n = parquet.metadata.row_group(g).num_rows
@@ -86,22 +85,26 @@ def write_shard(directory: str | Path, shard: int, ids: np.ndarray, embeddings: 
     """Write one shard (rows sorted by id) under a temporary name, then rename it; returns its manifest entry."""
     import h5py
 
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     ids = np.asarray(ids, dtype=np.int64)
     order = np.argsort(ids, kind="stable")
     ids = ids[order]
     embeddings = np.asarray(embeddings)[order].astype(dtype, copy=False)
-    final = directory / SHARD_PATTERN.format(shard)
-    tmp = directory / f"{final.name}{_TMP_MARK}{os.getpid()}"
-    with h5py.File(tmp, "w") as h5:
-        h5.create_dataset("ids", data=ids)
-        h5.create_dataset("embeddings", data=embeddings.reshape(len(ids), -1) if len(ids) else
-                          np.zeros((0, int(attributes.get("dimension", 0))), dtype=dtype))
-        for key, value in {**attributes, "dtype": dtype, "rows": len(ids)}.items():
-            h5.attrs[key] = "" if value is None else value
-    tmp.replace(final)
-    return {"shard": shard, "file": final.name, "rows": int(len(ids)), "checksum": file_checksum(final),
+    file_name = SHARD_PATTERN.format(shard)
+    # h5py needs a real file: the shard is made in node-local scratch, then moved or uploaded whole
+    scratch = storage.scratch_dir("shard-")
+    try:
+        local = scratch / f"{file_name}{_TMP_MARK}{os.getpid()}"
+        with h5py.File(local, "w") as h5:
+            h5.create_dataset("ids", data=ids)
+            h5.create_dataset("embeddings", data=embeddings.reshape(len(ids), -1) if len(ids) else
+                              np.zeros((0, int(attributes.get("dimension", 0))), dtype=dtype))
+            for key, value in {**attributes, "dtype": dtype, "rows": len(ids)}.items():
+                h5.attrs[key] = "" if value is None else value
+        checksum = file_checksum(local)
+        storage.upload_file(local, storage.join(directory, file_name))
+    finally:
+        storage.remove_local(scratch)
+    return {"shard": shard, "file": file_name, "rows": int(len(ids)), "checksum": checksum,
             "id_min": int(ids[0]) if len(ids) else None, "id_max": int(ids[-1]) if len(ids) else None}
 
 
@@ -116,19 +119,22 @@ def _attr(value: Any) -> Any:
 def read_shard_attributes(path: str | Path) -> dict[str, Any]:
     import h5py
 
-    with h5py.File(path, "r") as h5:
+    with storage.local_file(path) as local, h5py.File(local, "r") as h5:
         attrs = {k: _attr(v) for k, v in h5.attrs.items()}
         attrs["_ids_rows"] = int(h5["ids"].shape[0])
         attrs["_embedding_rows"] = int(h5["embeddings"].shape[0])
+        attrs["_ids_range"] = (int(h5["ids"][0]), int(h5["ids"][-1])) if h5["ids"].shape[0] else (None, None)
+        attrs["_checksum"] = file_checksum(local)
     return attrs
 
 
 def remove_partial_files(directory: str | Path) -> list[str]:
     """Delete temporary shard files a killed run left behind; returns their names."""
     removed = []
-    for path in Path(directory).glob(f"shard-*.h5{_TMP_MARK}*"):
-        path.unlink(missing_ok=True)
-        removed.append(path.name)
+    for location in storage.list_temporary(directory):
+        if storage.name(location).startswith("shard-"):
+            storage.delete(location)
+            removed.append(storage.name(location))
     return removed
 
 
@@ -136,59 +142,27 @@ def shard_status(directory: str | Path, spec: ShardSpec, signature: dict[str, An
                  checksum: str | None = None) -> str:
     """``complete``, ``missing``, ``damaged`` (unreadable, row counts or checksum wrong) or ``mismatch``
     (a complete shard written with another configuration or plan)."""
-    path = Path(directory) / spec.file_name
-    if not path.exists():
+    path = storage.join(directory, spec.file_name)
+    if not storage.exists(path):
         return "missing"
     try:
         attrs = read_shard_attributes(path)
     except Exception:  # noqa: BLE001 -- any unreadable file is redone
         return "damaged"
+    return classify_shard(attrs, spec, signature, checksum)
+
+
+def classify_shard(attrs: dict[str, Any], spec: ShardSpec, signature: dict[str, Any],
+                   checksum: str | None = None) -> str:
+    """:func:`shard_status` of a shard whose attributes were read already."""
     if not (attrs.get("rows") == attrs["_ids_rows"] == attrs["_embedding_rows"] == attrs.get("expected_rows")):
         return "damaged"
     expected = {**signature, **{k: v for k, v in spec.as_dict().items() if k != "shard"}}
     if any(str(attrs.get(k)) != str(expected[k]) for k in SIGNATURE_KEYS if k in expected):
         return "mismatch"
-    if checksum is not None and file_checksum(path) != checksum:
+    if checksum is not None and attrs["_checksum"] != checksum:
         return "damaged"
     return "complete"
-
-
-class H5ShardWriter:
-    """Ray Data stage (run as one actor): gathers encoded rows by shard, writes a shard when it is whole.
-
-    Input batches carry ``shard``, ``shard_rows`` (rows the shard will have), ``page_id``, ``embedding``;
-    each output row is the manifest entry of a shard just written.
-    """
-
-    def __init__(self, directory: str, attributes: dict[str, Any], specs: dict[int, dict[str, Any]],
-                 dtype: str = "float16"):
-        self.directory, self.attributes, self.specs, self.dtype = directory, attributes, specs, dtype
-        self.ids: dict[int, list[np.ndarray]] = defaultdict(list)
-        self.embeddings: dict[int, list[np.ndarray]] = defaultdict(list)
-        self.received: dict[int, int] = defaultdict(int)
-
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list]:
-        done: list[dict[str, Any]] = []
-        shards = np.asarray(batch["shard"])
-        for shard in np.unique(shards):
-            rows = shards == shard
-            shard = int(shard)
-            self.ids[shard].append(np.asarray(batch["page_id"])[rows])
-            self.embeddings[shard].append(np.asarray(batch["embedding"])[rows])
-            self.received[shard] += int(rows.sum())
-            expected = int(np.asarray(batch["shard_rows"])[rows][0])
-            if self.received[shard] >= expected:
-                done.append(self._finish(shard, expected))
-        return {"entry": [json.dumps(d) for d in done]}
-
-    def _finish(self, shard: int, expected: int) -> dict[str, Any]:
-        ids = np.concatenate(self.ids.pop(shard))
-        embeddings = np.concatenate(self.embeddings.pop(shard))
-        self.received.pop(shard)
-        spec = self.specs[shard]
-        attrs = {**self.attributes, **{k: v for k, v in spec.items() if k != "shard"}, "expected_rows": expected}
-        entry = write_shard(self.directory, shard, ids, embeddings, attrs, self.dtype)
-        return {**entry, **spec}
 
 
 class H5Corpus:
@@ -199,11 +173,11 @@ class H5Corpus:
     """
 
     def __init__(self, path: str | Path):
-        self.path = Path(path)
-        manifest_path = self.path / "manifest.json"
-        if not manifest_path.is_file():
+        self.path = str(path)
+        manifest_path = storage.join(self.path, "manifest.json")
+        if not storage.is_file(manifest_path):
             raise FileNotFoundError(f"{manifest_path} not found: the folder is not a finished encode_corpus output")
-        self.manifest = json.loads(manifest_path.read_text())
+        self.manifest = storage.read_json(manifest_path)
         self.attributes: dict[str, Any] = self.manifest["attributes"]
         self.shards: list[dict[str, Any]] = self.manifest["shards"]
 
@@ -220,7 +194,7 @@ class H5Corpus:
         import h5py
 
         for shard in self.shards:
-            with h5py.File(self.path / shard["file"], "r") as h5:
+            with storage.local_file(storage.join(self.path, shard["file"])) as local, h5py.File(local, "r") as h5:
                 n = h5["ids"].shape[0]
                 for start in range(0, n, chunk_rows):
                     ids = h5["ids"][start:start + chunk_rows]
@@ -240,7 +214,7 @@ class H5Corpus:
             in_range = (~found) & (wanted >= shard["id_min"]) & (wanted <= shard["id_max"])
             if not in_range.any():
                 continue
-            with h5py.File(self.path / shard["file"], "r") as h5:
+            with storage.local_file(storage.join(self.path, shard["file"])) as local, h5py.File(local, "r") as h5:
                 shard_ids = h5["ids"][:]
                 positions = np.searchsorted(shard_ids, wanted[in_range])
                 positions = np.minimum(positions, len(shard_ids) - 1)
@@ -262,7 +236,11 @@ class H5Corpus:
         """Shards whose file is missing or whose checksum differs from the manifest."""
         bad = []
         for shard in self.shards:
-            path = self.path / shard["file"]
-            if not path.is_file() or file_checksum(path) != shard["checksum"]:
+            path = storage.join(self.path, shard["file"])
+            if not storage.is_file(path):
                 bad.append(shard["file"])
+                continue
+            with storage.local_file(path) as local:
+                if file_checksum(local) != shard["checksum"]:
+                    bad.append(shard["file"])
         return bad

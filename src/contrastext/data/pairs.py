@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field
 
+from contrastext import storage
 from contrastext.config import Settings
 
 PAIR_SCHEMA = pa.schema([("anchor", pa.string()), ("positive", pa.string()), ("page_id", pa.int64())])
@@ -128,11 +129,13 @@ class PairCounts:
 class _BufferedParquet:
     """A parquet file written in row groups of ``rows``; created on the first row, under a temporary name."""
 
-    def __init__(self, path: Path, schema: pa.Schema, rows: int):
-        self.path, self.schema, self.rows = path, schema, rows
+    def __init__(self, location: str, schema: pa.Schema, rows: int):
+        self.location, self.schema, self.rows = location, schema, rows
         self.columns: dict[str, list] = {name: [] for name in schema.names}
         self.writer: pq.ParquetWriter | None = None
         self.written = 0
+        self._fs, self._path = storage.resolve(location)
+        self._tmp = self._path + ".tmp"
 
     def append(self, *values) -> None:
         for column, value in zip(self.columns.values(), values):
@@ -145,8 +148,8 @@ class _BufferedParquet:
         if not first:
             return
         if self.writer is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.writer = pq.ParquetWriter(str(self.path) + ".tmp", self.schema)
+            self._fs.create_dir(self._path.rsplit("/", 1)[0], recursive=True)
+            self.writer = pq.ParquetWriter(self._tmp, self.schema, filesystem=self._fs)
         self.writer.write_table(pa.table(self.columns, schema=self.schema))
         self.written += len(first)
         self.columns = {name: [] for name in self.schema.names}
@@ -155,13 +158,13 @@ class _BufferedParquet:
         self.flush()
         if self.writer is not None:
             self.writer.close()
-            Path(str(self.path) + ".tmp").replace(self.path)
+            self._fs.move(self._tmp, self._path)
         return self.written
 
 
 def iter_page_categories(pages_file: str | Path, batch_rows: int = 8192) -> Iterator[tuple[int, list[str]]]:
     """``(page_id, categories)`` of a pages parquet file, a record batch at a time."""
-    parquet = pq.ParquetFile(pages_file)
+    parquet = storage.parquet_file(pages_file)
     for batch in parquet.iter_batches(batch_size=batch_rows, columns=["page_id", "categories"]):
         yield from zip(batch.column(0).to_pylist(), batch.column(1).to_pylist())
 
@@ -174,17 +177,14 @@ def count_categories(pages: Iterable[tuple[int, list[str]]]) -> Counter:
     return counts
 
 
-def write_category_counts(counts: Counter, path: str | Path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+def write_category_counts(counts: Counter, location: str | Path) -> None:
     table = pa.table({"category": list(counts), "pages": list(counts.values())}, schema=CATEGORY_COUNT_SCHEMA)
-    pq.write_table(table, str(path) + ".tmp")
-    Path(str(path) + ".tmp").replace(path)
+    storage.write_parquet(table, location)
 
 
 def merge_category_counts(paths: Iterable[str | Path]) -> pa.Table:
     """One ``(category, pages)`` table from per-chunk count files (summed by category)."""
-    tables = [pq.read_table(p) for p in paths]
+    tables = [storage.read_parquet(p) for p in paths]
     if not tables:
         return CATEGORY_COUNT_SCHEMA.empty_table()
     merged = pa.concat_tables(tables).group_by("category").aggregate([("pages", "sum")])
@@ -203,14 +203,13 @@ def write_page_pairs(pages: Iterable[tuple[int, list[str]]], out: str | Path, pa
                      rare: set[str] | frozenset[str] = frozenset()) -> PairCounts:
     """Pairs of ``pages`` → ``out/part-<part>.parquet``, or, when deduplicating, one file per bucket:
     ``out/bucket-<b>/part-<part>.parquet`` (then :func:`deduplicate_bucket` per bucket)."""
-    out = Path(out)
     keep = CategoryFilter(options, rare)
     counts = PairCounts()
     if options.deduplicate:
-        writers = [_BufferedParquet(out / f"bucket-{b:04d}" / f"part-{part}.parquet", PAIR_SCHEMA, options.write_rows)
-                   for b in range(options.buckets)]
+        writers = [_BufferedParquet(storage.join(out, f"bucket-{b:04d}", f"part-{part}.parquet"), PAIR_SCHEMA,
+                                    options.write_rows) for b in range(options.buckets)]
     else:
-        writers = [_BufferedParquet(out / f"part-{part}.parquet", PAIR_SCHEMA, options.write_rows)]
+        writers = [_BufferedParquet(storage.join(out, f"part-{part}.parquet"), PAIR_SCHEMA, options.write_rows)]
     for page_id, categories in pages:
         counts.pages += 1
         kept = keep(categories or ())
@@ -237,16 +236,13 @@ def write_page_pairs(pages: Iterable[tuple[int, list[str]]], out: str | Path, pa
 
 def deduplicate_bucket(bucket_dir: str | Path, out_file: str | Path) -> dict[str, int]:
     """One row per distinct pair of a bucket (smallest page id kept), sorted; returns rows in and out."""
-    files = sorted(Path(bucket_dir).glob("part-*.parquet"))
-    table = pa.concat_tables([pq.read_table(f) for f in files]) if files else PAIR_SCHEMA.empty_table()
+    files = [f for f in storage.list_files(bucket_dir, ".parquet") if storage.name(f).startswith("part-")]
+    table = pa.concat_tables([storage.read_parquet(f) for f in files]) if files else PAIR_SCHEMA.empty_table()
     rows_in = table.num_rows
     unique = table.group_by(["anchor", "positive"]).aggregate([("page_id", "min")])
     unique = unique.rename_columns(["anchor", "positive", "page_id"]).select(PAIR_SCHEMA.names)
     unique = unique.sort_by([("anchor", "ascending"), ("positive", "ascending")]).cast(PAIR_SCHEMA)
-    out_file = Path(out_file)
-    out_file.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(unique, str(out_file) + ".tmp")
-    Path(str(out_file) + ".tmp").replace(out_file)
+    storage.write_parquet(unique, out_file)
     return {"rows_in": rows_in, "rows_out": unique.num_rows}
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import io
 import json
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Iterable, Iterator, Sequence
 
+from contrastext import storage
 from contrastext.data.wikitext import LinkSpan, normalize_category, normalize_title, parse_wikitext
 
 __all__ = [
@@ -106,9 +108,10 @@ class DumpChunk:
 
 def read_multistream_index(index_path: str | Path) -> list[int]:
     """Distinct stream offsets, ascending, from ``*-multistream-index.txt[.bz2]`` (``offset:page_id:title``)."""
-    opener = bz2.open if str(index_path).endswith(".bz2") else open
+    raw = storage.open_input(index_path)
     offsets: set[int] = set()
-    with opener(index_path, "rt", encoding="utf-8") as f:
+    with raw, (bz2.open(raw, "rt", encoding="utf-8") if str(index_path).endswith(".bz2")
+               else io.TextIOWrapper(raw, encoding="utf-8")) as f:
         for number, line in enumerate(f, 1):
             line = line.strip()
             if not line:
@@ -273,14 +276,14 @@ def _page_from_xml(block: bytes, links: bool) -> Page | Skipped:
 def iter_dump_chunk(chunk: DumpChunk, *, links: bool = False) -> Iterator[Page | Skipped]:
     """Pages of one chunk of a dump (see :func:`plan_dump_chunks`)."""
     try:
-        f = open(chunk.path, "rb")
+        f = storage.open_input(chunk.path)  # range reads: a task reads only its chunk, also from a bucket
     except OSError as error:
         raise FileNotFoundError(f"cannot open Wikipedia dump {chunk.path}: {error}") from error
     with f:
         blocks = _page_elements(_decompressed(f, chunk.start, chunk.end, _compression(chunk.path)))
         for block in blocks:
             if isinstance(block, _InputError):
-                yield Skipped(block.reason, None, None, f"{Path(chunk.path).name}@{chunk.start}: {block.detail}")
+                yield Skipped(block.reason, None, None, f"{storage.name(chunk.path)}@{chunk.start}: {block.detail}")
             else:
                 yield _page_from_xml(block, links)
 
@@ -296,14 +299,14 @@ def iter_dump(path: str | Path, index_path: str | Path | None = None, *, links: 
 def _read_records(path: str | Path) -> list[dict]:
     """Rows of a parquet, JSON-lines (optionally gzipped) or CSV file, chosen by extension."""
     import pyarrow.csv
-    import pyarrow.parquet as pq
 
     lowered = str(path).lower()
     if lowered.endswith((".jsonl", ".json", ".jsonl.gz", ".json.gz")):
         # json, not pyarrow.json: a column may mix lists and strings across rows
-        opener = gzip.open if lowered.endswith(".gz") else open
+        raw = storage.open_input(path)
         rows = []
-        with opener(path, "rt", encoding="utf-8") as f:
+        with raw, (gzip.open(raw, "rt", encoding="utf-8") if lowered.endswith(".gz")
+                   else io.TextIOWrapper(raw, encoding="utf-8")) as f:
             for number, line in enumerate(f, 1):
                 if line.strip():
                     try:
@@ -312,8 +315,9 @@ def _read_records(path: str | Path) -> list[dict]:
                         raise ValueError(f"{path}:{number}: not a JSON object: {error}") from None
         return rows
     if lowered.endswith((".csv", ".csv.gz")):
-        return pyarrow.csv.read_csv(path).to_pylist()
-    return pq.read_table(path).to_pylist()
+        with storage.open_input(path) as raw:
+            return pyarrow.csv.read_csv(raw).to_pylist()
+    return storage.read_parquet(path).to_pylist()
 
 
 def _as_category_list(value) -> list[str]:
@@ -380,10 +384,8 @@ def iter_table_file(path: str | Path, categories: tuple[str, dict] | None,
                     batch_rows: int = 4096) -> Iterator[Page | Skipped]:
     """Pages of one parquet / JSON-lines file in the HF layout, read in record batches."""
     lowered = str(path).lower()
-    if lowered.endswith(".parquet") or Path(path).is_dir():
-        import pyarrow.parquet as pq
-
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows):
+    if lowered.endswith(".parquet"):
+        for batch in storage.parquet_file(path).iter_batches(batch_size=batch_rows):
             yield from iter_table_pages(batch.to_pylist(), categories)
         return
     yield from iter_table_pages(_read_records(path), categories)
@@ -394,13 +396,12 @@ def table_files(paths: Sequence[str | Path] | str | Path) -> list[str]:
     if isinstance(paths, (str, Path)):
         paths = [paths]
     out: list[str] = []
-    for p in paths:
-        p = Path(p)
-        if p.is_dir():
-            out.extend(str(f) for f in sorted(p.rglob("*"))
-                       if f.is_file() and f.name.lower().endswith((".parquet", ".jsonl", ".json", ".jsonl.gz")))
-        elif p.is_file():
-            out.append(str(p))
+    for p in map(str, paths):
+        if storage.is_dir(p):
+            out.extend(f for f in storage.list_files(p, recursive=True)
+                       if f.lower().endswith((".parquet", ".jsonl", ".json", ".jsonl.gz")))
+        elif storage.is_file(p):
+            out.append(p)
         else:
             raise FileNotFoundError(f"page table {p} not found")
     if not out:

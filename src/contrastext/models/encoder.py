@@ -82,6 +82,14 @@ class TextEncoder(nn.Module):
         """
         from transformers import AutoModel, AutoTokenizer
 
+        from contrastext import storage
+
+        if storage.is_uri(spec) and not str(spec).startswith("file://"):  # a folder an earlier stage saved remotely
+            with storage.local_copy(spec) as folder:
+                return cls.from_pretrained(folder, pooling=pooling, normalize=normalize, max_length=max_length,
+                                           device=device, allow_download=allow_download)
+        if str(spec).startswith("file://"):
+            spec = storage.resolve(spec)[1]
         model_dir = resolve_model_path(spec, allow_download=allow_download)
         layout = read_layout(model_dir)
         tokenizer = AutoTokenizer.from_pretrained(str(layout.transformer_dir))

@@ -13,27 +13,28 @@
 
 Each chunk of the dump (or each page-table file) is one Ray Data task that writes its own pages file, so
 the work units and file names are the same on every run; a chunk whose result is already there is skipped.
+Every input and output may be a URI (``s3://…``): the tasks read and write it themselves, wherever they run;
+small inputs on the driver's disk are shipped to them (:mod:`contrastext.data.inputs`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import shutil
 import time
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pydantic import Field
 
+from contrastext import storage
 from contrastext.config import EncoderConfig, OutputConfig, RayConfig, ScalingSettings, Settings
 from contrastext.data.pairs import (PairCounts, PairOptions, count_categories, deduplicate_bucket,
                                     iter_page_categories, merge_category_counts, rare_categories,
                                     write_category_counts, write_page_pairs)
-from contrastext.manifest import file_checksum, write_json_atomic, write_manifest
+from contrastext.data.inputs import materialize, ship_local_files
+from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.report import format_table
 from contrastext.runtime import init_ray
 
@@ -82,12 +83,10 @@ class EncodeCorpusConfig(Settings):
     ray: RayConfig = Field(default_factory=RayConfig)
 
 
-def _local_run_dir(output: OutputConfig) -> Path:
+def _prepare_run_dir(output: OutputConfig) -> str:
     run_dir = output.run_dir()
-    if "://" in run_dir:
-        raise ValueError(f"{run_dir}: corpus jobs write to a local or mounted folder (h5py and the shard "
-                         "writers need a file system); copy the result to object storage afterwards.")
-    return Path(run_dir)
+    storage.check_writable(run_dir)
+    return run_dir
 
 
 # ------------------------------------------------------------------------------------ build_corpus
@@ -96,33 +95,34 @@ def _pages_table(rows: list[dict], links: bool) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
-def read_unit(unit: dict[str, Any], run_dir: str, links: bool, categories: tuple[str, dict] | None) -> dict:
+def read_unit(unit: dict[str, Any], run_dir: str, links: bool, categories: tuple[str, dict] | None,
+              shipped: dict[str, Any] | None = None) -> dict:
     """One work unit: read pages, write ``pages/part-<i>``, its category counts and its read stats."""
     from contrastext.data.wikipedia import (DumpChunk, Page, ReadStats, iter_dump_chunk, iter_table_file)
 
-    run = Path(run_dir)
     part = f"part-{unit['index']:05d}"
     started = time.perf_counter()
+    source = materialize(unit["path"], shipped)
     if unit["kind"] == "dump":
-        items = iter_dump_chunk(DumpChunk(unit["path"], unit["start"], unit["end"], unit["index"]), links=links)
+        items = iter_dump_chunk(DumpChunk(source, unit["start"], unit["end"], unit["index"]), links=links)
     else:
-        items = iter_table_file(unit["path"], categories)
+        items = iter_table_file(source, categories)
     stats, rows = ReadStats(), []
     for item in items:
         stats.add(item)
         if isinstance(item, Page):
             rows.append(item.as_row())
-    pages_file = run / "pages" / f"{part}.parquet"
-    pages_file.unlink(missing_ok=True)  # a unit read again replaces what an earlier run wrote
+    pages_file = storage.join(run_dir, "pages", f"{part}.parquet")
+    storage.delete(pages_file)  # a unit read again replaces what an earlier run wrote
     if rows:
-        pages_file.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(_pages_table(rows, links), str(pages_file) + ".tmp", row_group_size=2048)
-        Path(str(pages_file) + ".tmp").replace(pages_file)
+        storage.write_parquet(_pages_table(rows, links), pages_file, row_group_size=2048)
     write_category_counts(count_categories((r["page_id"], r["categories"]) for r in rows),
-                          run / "category_counts" / f"{part}.parquet")
+                          storage.join(run_dir, "category_counts", f"{part}.parquet"))
     result = {"index": unit["index"], "unit": unit, "links": links, **stats.to_dict(),
+              "pages_with_2_categories": sum(len(set(r["categories"] or ())) >= 2 for r in rows),
               "seconds": time.perf_counter() - started}
-    write_json_atomic(run / "read_stats" / f"{part}.json", result)  # written last: marks the unit done
+    # written last: marks the unit done
+    write_json_atomic(storage.join(run_dir, "read_stats", f"{part}.json"), result)
     return result
 
 
@@ -142,7 +142,8 @@ def _pairs_unit(batch: dict[str, np.ndarray], work: str, options: dict, rare: li
 def _dedup_unit(batch: dict[str, np.ndarray], work: str, out: str) -> dict[str, list]:
     results = []
     for b in batch["bucket"]:
-        counts = deduplicate_bucket(Path(work) / f"bucket-{int(b):04d}", Path(out) / f"part-{int(b):05d}.parquet")
+        counts = deduplicate_bucket(storage.join(work, f"bucket-{int(b):04d}"),
+                                    storage.join(out, f"part-{int(b):05d}.parquet"))
         results.append(json.dumps(counts))
     return {"result": results}
 
@@ -156,7 +157,7 @@ def plan_units(config: BuildCorpusConfig) -> tuple[list[dict[str, Any]], dict[st
         files = table_files(config.pages_table)
         return [{"kind": "table", "path": f, "index": i} for i, f in enumerate(files)], {f: "table" for f in files}
     dump = config.dump or str(find_dump_sample())
-    if not Path(dump).is_file():
+    if not storage.is_file(dump):
         raise FileNotFoundError(f"Wikipedia dump {dump} not found")
     chunks = plan_dump_chunks(dump, config.index, config.streams_per_chunk)
     units = [{"kind": "dump", "path": c.path, "start": c.start, "end": c.end, "index": c.index} for c in chunks]
@@ -166,16 +167,15 @@ def plan_units(config: BuildCorpusConfig) -> tuple[list[dict[str, Any]], dict[st
     return units, inputs
 
 
-def _unit_done(run_dir: Path, unit: dict[str, Any], links: bool) -> bool:
+def _unit_done(run_dir: str, unit: dict[str, Any], links: bool) -> bool:
     """A unit is done when its stats file exists and was written for the same input range and options."""
-    stats = run_dir / "read_stats" / f"part-{unit['index']:05d}.json"
-    if not stats.is_file():
-        return False
+    stats = storage.join(run_dir, "read_stats", f"part-{unit['index']:05d}.json")
     try:
-        done = json.loads(stats.read_text())
-    except ValueError:
+        done = storage.read_json(stats)
+    except (FileNotFoundError, ValueError):
         return False
-    return done.get("unit") == unit and done.get("links") == links
+    return (done.get("unit") == unit and done.get("links") == links
+            and "pages_with_2_categories" in done)  # stats of older runs lack it: read again
 
 
 def _progress(label: str, done: int, total: int, started: float, amount: int, unit: str) -> None:
@@ -192,8 +192,7 @@ def run_build_corpus(config: BuildCorpusConfig) -> dict[str, Any]:
     started = time.perf_counter()
     timings: dict[str, float] = {}
     init_ray(config.ray)
-    run_dir = _local_run_dir(config.output)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = _prepare_run_dir(config.output)
     units, inputs = plan_units(config)
     categories = read_categories_table(config.categories_table) if config.categories_table else None
 
@@ -202,44 +201,47 @@ def run_build_corpus(config: BuildCorpusConfig) -> dict[str, Any]:
     log.info("reading %d work units (%d already done)", len(pending), len(units) - len(pending))
     t = time.perf_counter()
     if pending:
+        shipped = ship_local_files(sorted({u["path"] for u in pending}))
         ds = ray.data.from_items([{"unit": json.dumps(u)} for u in pending], override_num_blocks=len(pending))
         ds = ds.map_batches(_read_units, batch_size=1, num_cpus=config.read_cpus,
-                            fn_kwargs={"run_dir": str(run_dir), "links": config.links, "categories": categories})
+                            fn_kwargs={"run_dir": run_dir, "links": config.links, "categories": categories,
+                                       "shipped": shipped})
         pages_so_far = 0
         for done, row in enumerate(ds.iter_rows(), 1):
             pages_so_far += json.loads(row["result"])["pages"]
             _progress("read unit", done, len(pending), t, pages_so_far, "pages")
-    stats = ReadStats()
+    stats, pages_with_2 = ReadStats(), 0
     for u in units:
-        stats.merge(ReadStats.from_dict(json.loads(
-            (run_dir / "read_stats" / f"part-{u['index']:05d}.json").read_text())))
+        unit_stats = storage.read_json(storage.join(run_dir, "read_stats", f"part-{u['index']:05d}.json"))
+        stats.merge(ReadStats.from_dict(unit_stats))
+        pages_with_2 += unit_stats["pages_with_2_categories"]
     timings["read"] = time.perf_counter() - t
 
     # -- category frequencies (also what min_category_frequency needs)
     t = time.perf_counter()
     parts = [f"part-{u['index']:05d}.parquet" for u in units]  # only this input's units, never stale files
-    counts = merge_category_counts(run_dir / "category_counts" / p for p in parts)
-    pq.write_table(counts.sort_by([("pages", "descending"), ("category", "ascending")]),
-                   run_dir / "category_counts.parquet")
+    counts = merge_category_counts(storage.join(run_dir, "category_counts", p) for p in parts)
+    storage.write_parquet(counts.sort_by([("pages", "descending"), ("category", "ascending")]),
+                          storage.join(run_dir, "category_counts.parquet"))
     rare = sorted(rare_categories(counts, config.pairs.min_category_frequency))
     for folder in ("pages", "category_counts", "read_stats"):  # left by an earlier run on other input
-        for stale in (run_dir / folder).glob("part-*"):
-            if stale.name.split(".")[0] + ".parquet" not in parts:
-                stale.unlink()
-    pages_files = [run_dir / "pages" / p for p in parts if (run_dir / "pages" / p).is_file()]
-    pages_with_2 = _pages_with_at_least(pages_files, 2)
+        for stale in storage.list_files(storage.join(run_dir, folder)):
+            if storage.name(stale).split(".")[0] + ".parquet" not in parts:
+                storage.delete(stale)
+    present = set(storage.list_files(storage.join(run_dir, "pages"), ".parquet"))
+    pages_files = [f for f in (storage.join(run_dir, "pages", p) for p in parts) if f in present]
 
     # -- pairs: one task per pages file, then one per dedup bucket
     options = config.pairs
-    pairs_dir, work = run_dir / "pairs", run_dir / "pairs_buckets"
+    pairs_dir, work = storage.join(run_dir, "pairs"), storage.join(run_dir, "pairs_buckets")
     for stale in (pairs_dir, work):
-        shutil.rmtree(stale, ignore_errors=True)
+        storage.delete(stale)
     pair_counts = PairCounts()
     if pages_files:
-        ds = ray.data.from_items([{"unit": json.dumps({"path": str(f), "index": i})}
+        ds = ray.data.from_items([{"unit": json.dumps({"path": f, "index": i})}
                                   for i, f in enumerate(pages_files)], override_num_blocks=len(pages_files))
         ds = ds.map_batches(_pairs_unit, batch_size=1, num_cpus=config.read_cpus, fn_kwargs={
-            "work": str(work if options.deduplicate else pairs_dir), "options": options.model_dump(), "rare": rare})
+            "work": work if options.deduplicate else pairs_dir, "options": options.model_dump(), "rare": rare})
         for done, row in enumerate(ds.iter_rows(), 1):
             pair_counts.merge(PairCounts(**json.loads(row["result"])))
             _progress("pairs of pages file", done, len(pages_files), t, pair_counts.pairs, "pairs")
@@ -248,9 +250,9 @@ def run_build_corpus(config: BuildCorpusConfig) -> dict[str, Any]:
         ds = ray.data.from_items([{"bucket": b} for b in range(options.buckets)],
                                  override_num_blocks=options.buckets)
         ds = ds.map_batches(_dedup_unit, batch_size=1, num_cpus=config.read_cpus,
-                            fn_kwargs={"work": str(work), "out": str(pairs_dir)})
+                            fn_kwargs={"work": work, "out": pairs_dir})
         pairs_written = sum(json.loads(r["result"])["rows_out"] for r in ds.iter_rows())
-        shutil.rmtree(work, ignore_errors=True)
+        storage.delete(work)
     timings["pairs"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - started
 
@@ -263,21 +265,17 @@ def run_build_corpus(config: BuildCorpusConfig) -> dict[str, Any]:
         "categories_dropped_by_frequency": pair_counts.categories_dropped_by_frequency,
         "pairs_generated": pair_counts.pairs, "pairs_written": pairs_written,
         "pages_per_s": stats.pages / timings["read"] if timings["read"] > 0 else None,
-        "pages_dir": str(run_dir / "pages"), "pairs_dir": str(pairs_dir), "timings_s": timings,
+        "pages_dir": storage.join(run_dir, "pages"), "pairs_dir": pairs_dir, "timings_s": timings,
     }
-    write_json_atomic(run_dir / "summary.json", summary)
-    checksums = {p: file_checksum(p) for p, kind in inputs.items() if Path(p).is_file()}
-    write_manifest(run_dir, job="build_corpus", config=config, timings=timings, inputs=checksums,
+    write_json_atomic(storage.join(run_dir, "summary.json"), summary)
+    signatures = {p: storage.file_signature(p) for p in inputs if storage.is_file(p)}
+    write_manifest(run_dir, job="build_corpus", config=config, timings=timings, inputs=signatures,
                    counts={k: summary[k] for k in ("pages", "skipped", "pages_with_2_categories",
                                                    "distinct_categories", "pairs_generated", "pairs_written")},
-                   extra={"outputs": {"pages": sorted(p.name for p in pages_files),
-                                      "pairs": sorted(p.name for p in pairs_dir.glob("*.parquet"))}})
+                   extra={"outputs": {"pages": sorted(storage.name(p) for p in pages_files),
+                                      "pairs": [storage.name(p) for p in storage.list_files(pairs_dir, ".parquet")]}})
     print(build_summary_table(summary))
     return summary
-
-
-def _pages_with_at_least(files: list[Path], n: int) -> int:
-    return sum(len(c or ()) >= n for f in files for _, c in iter_page_categories(f))
 
 
 def build_summary_table(summary: dict[str, Any]) -> str:
@@ -294,62 +292,53 @@ def build_summary_table(summary: dict[str, Any]) -> str:
         ["pages/s (read stage)", summary["pages_per_s"] or 0.0],
         ["time (s): read / pairs / total", " / ".join(f"{summary['timings_s'][k]:.1f}"
                                                      for k in ("read", "pairs", "total"))],
-        ["output", str(Path(summary["pages_dir"]).parent)],
+        ["output", storage.parent(summary["pages_dir"])],
     ]
     return format_table(rows, headers=["build_corpus", "value"])
 
 
 # ----------------------------------------------------------------------------------- encode_corpus
-def _load_shards(batch: dict[str, np.ndarray], max_words: int, directory: str, attributes: dict) -> dict:
-    """Shard descriptors → rows to encode (``shard``, ``shard_rows``, ``page_id``, ``text``)."""
-    from contrastext.data.h5store import first_words, read_rows, write_shard
+class EncodeShards:
+    """Ray Data actor: holds one ``TextEncoder`` (on a GPU when the actor has one); each call encodes whole
+    shards and writes each one itself, so no single process gathers the corpus, and a shard lost with its
+    node is simply encoded again by another actor (writes are whole-file and idempotent)."""
 
-    out: dict[str, list] = {"shard": [], "shard_rows": [], "page_id": [], "text": []}
-    for item in batch["spec"]:
-        spec = json.loads(item)
-        table = read_rows(spec["source"], spec["row_start"], spec["row_end"], ["page_id", "text"])
-        ids, texts = table.column("page_id").to_pylist(), table.column("text").to_pylist()
-        valid = [(i, t) for i, t in zip(ids, texts) if i is not None and t is not None]
-        if not valid:  # nothing to encode: the empty shard is written here, no row would carry it
-            write_shard(directory, spec["shard"], np.zeros(0, np.int64), np.zeros((0, attributes["dimension"])),
-                        {**attributes, **{k: v for k, v in spec.items() if k != "shard"}, "expected_rows": 0},
-                        attributes["dtype"])
-            continue
-        for page_id, text in valid:
-            out["shard"].append(spec["shard"])
-            out["shard_rows"].append(len(valid))
-            out["page_id"].append(page_id)
-            out["text"].append(first_words(text, max_words))
-    return {"shard": np.asarray(out["shard"], np.int64), "shard_rows": np.asarray(out["shard_rows"], np.int64),
-            "page_id": np.asarray(out["page_id"], np.int64), "text": np.asarray(out["text"], dtype=object)}
-
-
-class EncodePages:
-    """Ray Data actor: holds one ``TextEncoder`` (on a GPU when the actor has one) and encodes batches."""
-
-    def __init__(self, encoder: dict[str, Any], batch_size: int, torch_threads: int | None):
+    def __init__(self, encoder: dict[str, Any], batch_size: int, torch_threads: int | None, directory: str,
+                 attributes: dict[str, Any], max_words: int):
         import torch
 
         from contrastext.models import TextEncoder
 
         if torch_threads:
             torch.set_num_threads(torch_threads)
-        self.batch_size = batch_size
+        self.batch_size, self.directory, self.attributes, self.max_words = batch_size, directory, attributes, max_words
         self.encoder = TextEncoder.from_pretrained(
             encoder["model"], pooling=encoder["pooling"], normalize=encoder["normalize"],
             max_length=encoder["max_length"], allow_download=encoder["allow_download"])
 
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        embeddings = self.encoder.encode(list(batch["text"]), batch_size=self.batch_size)
-        return {"shard": batch["shard"], "shard_rows": batch["shard_rows"], "page_id": batch["page_id"],
-                "embedding": embeddings}
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list]:
+        return {"entry": [json.dumps(self.encode_shard(json.loads(spec))) for spec in batch["spec"]]}
+
+    def encode_shard(self, spec: dict[str, Any]) -> dict[str, Any]:
+        from contrastext.data.h5store import first_words, read_rows, write_shard
+
+        table = read_rows(spec["source"], spec["row_start"], spec["row_end"], ["page_id", "text"])
+        valid = [(i, t) for i, t in zip(table.column("page_id").to_pylist(), table.column("text").to_pylist())
+                 if i is not None and t is not None]
+        ids = np.asarray([i for i, _ in valid], np.int64)
+        texts = [first_words(t, self.max_words) for _, t in valid]
+        embeddings = (self.encoder.encode(texts, batch_size=self.batch_size) if texts
+                      else np.zeros((0, self.attributes["dimension"]), np.float32))
+        attrs = {**self.attributes, **{k: v for k, v in spec.items() if k != "shard"}, "expected_rows": len(ids)}
+        entry = write_shard(self.directory, spec["shard"], ids, embeddings, attrs, self.attributes["dtype"])
+        return {**entry, **spec}
 
 
 def _pages_files(config: EncodeCorpusConfig) -> list[str]:
-    source = Path(config.pages) if config.pages else Path(config.output.storage_uri()) / "wiki_corpus" / "pages"
-    if source.is_file():
-        return [str(source)]
-    files = sorted(str(p) for p in source.glob("*.parquet")) if source.is_dir() else []
+    source = config.pages or storage.join(config.output.storage_uri(), "wiki_corpus", "pages")
+    if storage.is_file(source):
+        return [source]
+    files = storage.list_files(source, ".parquet") if storage.is_dir(source) else []
     if not files:
         raise FileNotFoundError(f"no pages parquet at {source} (run build_corpus first, or set pages=...)")
     return files
@@ -368,17 +357,36 @@ def encoder_attributes(config: EncodeCorpusConfig) -> dict[str, Any]:
             "dtype": config.dtype}
 
 
+def _inspect_shards(run_dir: str, specs, attributes: dict[str, Any],
+                    previous: dict[str, str]) -> tuple[dict[int, str], dict[int, dict[str, Any]]]:
+    """Status of every planned shard (see ``h5store.shard_status``) and the attributes of those present."""
+    from contrastext.data.h5store import classify_shard, read_shard_attributes
+
+    present = {storage.name(f) for f in storage.list_files(run_dir, ".h5")}
+    status, found = {}, {}
+    for s in specs:
+        if s.file_name not in present:
+            status[s.shard] = "missing"
+            continue
+        try:
+            found[s.shard] = read_shard_attributes(storage.join(run_dir, s.file_name))
+        except Exception:  # noqa: BLE001 -- any unreadable file is redone
+            status[s.shard] = "damaged"
+            continue
+        status[s.shard] = classify_shard(found[s.shard], s, attributes, previous.get(s.file_name))
+    return status, found
+
+
 def run_encode_corpus(config: EncodeCorpusConfig) -> dict[str, Any]:
     """Encode every page into ``.h5`` shards, skipping shards a previous run completed; returns the summary."""
     import ray.data
 
-    from contrastext.data.h5store import H5ShardWriter, plan_shards, remove_partial_files, shard_status
+    from contrastext.data.h5store import SHARD_PATTERN, plan_shards, remove_partial_files
 
     started = time.perf_counter()
     timings: dict[str, float] = {}
     init_ray(config.ray)
-    run_dir = _local_run_dir(config.output)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = _prepare_run_dir(config.output)
     files = _pages_files(config)
     specs = plan_shards(files, config.rows_per_shard)
     attributes = encoder_attributes(config)
@@ -386,14 +394,15 @@ def run_encode_corpus(config: EncodeCorpusConfig) -> dict[str, Any]:
     # -- what a previous run left: complete shards are kept, partial files removed, the rest redone
     removed = remove_partial_files(run_dir)
     previous = _previous_checksums(run_dir)
-    status = {s.shard: shard_status(run_dir, s, attributes, previous.get(s.file_name)) for s in specs}
+    status, found = _inspect_shards(run_dir, specs, attributes, previous)
     mismatched = [s.file_name for s in specs if status[s.shard] == "mismatch"]
     if mismatched and not config.overwrite:
         raise ValueError(f"{run_dir} holds shards written with another model, word limit or plan "
                          f"({', '.join(mismatched[:3])}…): use another output.name or set overwrite=true")
     pending = [s for s in specs if status[s.shard] != "complete"]
     for s in pending:
-        (run_dir / s.file_name).unlink(missing_ok=True)
+        storage.delete(storage.join(run_dir, s.file_name))
+    storage.delete(storage.join(run_dir, "manifest.json"))  # the folder is finished again only when it is
     kept = len(specs) - len(pending)
     log.info("%d shards planned: %d complete from an earlier run, %d to encode (%d partial files removed)",
              len(specs), kept, len(pending), len(removed))
@@ -407,20 +416,16 @@ def run_encode_corpus(config: EncodeCorpusConfig) -> dict[str, Any]:
         threads = config.torch_threads or max(1, int(scaling.cpus_per_worker))
         ds = ray.data.from_items([{"spec": json.dumps(s.as_dict())} for s in pending],
                                  override_num_blocks=len(pending))
-        ds = ds.map_batches(_load_shards, batch_size=1, num_cpus=0.5, fn_kwargs={
-            "max_words": config.max_words, "directory": str(run_dir), "attributes": attributes})
         ds = ds.map_batches(
-            EncodePages, batch_size=config.rows_per_task,
-            compute=ray.data.ActorPoolStrategy(size=scaling.num_workers),
+            EncodeShards, batch_size=1, compute=ray.data.ActorPoolStrategy(size=scaling.num_workers),
             num_cpus=scaling.cpus_per_worker, num_gpus=1 if scaling.use_gpu else 0,
             fn_constructor_kwargs={"encoder": config.encoder.model_dump(), "batch_size": config.batch_size,
-                                   "torch_threads": threads})
-        ds = ds.map_batches(
-            H5ShardWriter, batch_size=None, compute=ray.data.ActorPoolStrategy(size=1), num_cpus=0.25,
-            fn_constructor_kwargs={"directory": str(run_dir), "attributes": attributes, "dtype": config.dtype,
-                                   "specs": {s.shard: s.as_dict() for s in pending}})
+                                   "torch_threads": threads, "directory": run_dir, "attributes": attributes,
+                                   "max_words": config.max_words})
         for row in ds.iter_rows():
             entry = json.loads(row["entry"])
+            if entry["shard"] in entries:  # a retried task wrote the same shard again: count it once
+                continue
             entries[entry["shard"]] = entry
             rows_encoded += entry["rows"]
             completed_at.append((time.perf_counter() - t, entry["rows"]))
@@ -428,25 +433,17 @@ def run_encode_corpus(config: EncodeCorpusConfig) -> dict[str, Any]:
     timings["encode"] = time.perf_counter() - t
 
     # -- every shard must now be complete; the manifest lists them all
-    import h5py
-
-    from contrastext.data.h5store import SHARD_PATTERN, read_shard_attributes
-
     shards = []
     for s in specs:
-        path = run_dir / s.file_name
         if s.shard in entries:
             shards.append(entries[s.shard])
             continue
-        if not path.is_file():
+        if s.shard not in found:
             raise RuntimeError(f"shard {s.file_name} was not written; run the job again to finish it")
-        attrs = read_shard_attributes(path)
-        with h5py.File(path, "r") as h5:
-            ids = h5["ids"]
-            id_min, id_max = (int(ids[0]), int(ids[-1])) if len(ids) else (None, None)
+        attrs = found[s.shard]
+        id_min, id_max = attrs["_ids_range"]
         shards.append({"shard": s.shard, "file": SHARD_PATTERN.format(s.shard), "rows": int(attrs["rows"]),
-                       "checksum": previous.get(s.file_name) or file_checksum(path), "id_min": id_min,
-                       "id_max": id_max, **s.as_dict()})
+                       "checksum": attrs["_checksum"], "id_min": id_min, "id_max": id_max, **s.as_dict()})
     timings["total"] = time.perf_counter() - started
     total_rows = sum(s["rows"] for s in shards)
     summary = {
@@ -455,14 +452,15 @@ def run_encode_corpus(config: EncodeCorpusConfig) -> dict[str, Any]:
         "pages_per_s": rows_encoded / timings["encode"] if rows_encoded else None,
         **_startup_and_steady_rate(completed_at),
         "dimension": attributes["dimension"], "dtype": config.dtype, "model": config.encoder.model,
-        "output": str(run_dir), "timings_s": timings,
+        "output": run_dir, "timings_s": timings,
     }
+    write_json_atomic(storage.join(run_dir, "summary.json"), summary)
+    # the manifest is written last: H5Corpus reads a folder only once it is there
     write_manifest(run_dir, job="encode_corpus", config=config, timings=timings,
-                   inputs={f: file_checksum(f) for f in files},
+                   inputs={f: storage.file_signature(f) for f in files},
                    counts={k: summary[k] for k in ("rows", "shards", "shards_kept", "shards_written",
                                                    "rows_encoded")},
                    extra={"attributes": attributes, "shards": shards})
-    write_json_atomic(run_dir / "summary.json", summary)
     print(encode_summary_table(summary))
     return summary
 
@@ -477,13 +475,11 @@ def _startup_and_steady_rate(completed_at: list[tuple[float, int]]) -> dict[str,
     return {"first_shard_s": first, "steady_pages_per_s": later_rows / span if later_rows and span > 0 else None}
 
 
-def _previous_checksums(run_dir: Path) -> dict[str, str]:
-    manifest = run_dir / "manifest.json"
-    if not manifest.is_file():
-        return {}
+def _previous_checksums(run_dir: str) -> dict[str, str]:
     try:
-        return {s["file"]: s["checksum"] for s in json.loads(manifest.read_text()).get("shards", [])}
-    except (ValueError, KeyError, TypeError):
+        return {s["file"]: s["checksum"] for s in storage.read_json(storage.join(run_dir, "manifest.json"))
+                .get("shards", [])}
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
         return {}
 
 
