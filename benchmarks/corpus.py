@@ -6,7 +6,7 @@
    multistream dump, through ``run_build_corpus`` (Ray Data tasks) vs a plain loop doing the same work with
    the same functions (read every chunk, write pages parquet, build deduplicated pairs); pages/s ratio.
 2. encode: the first ``--encode-pages`` real pages (first 200 words, MiniLM, 256 tokens) through
-   ``run_encode_corpus`` (one encoder actor holding every core, shard writer actor) vs ``TextEncoder.encode``
+   ``run_encode_corpus`` (one encoder actor holding every core, writing its own shards) vs ``TextEncoder.encode``
    in this process on the same texts; pages/s ratio (wall time including the model load on both sides, and
    the steady encode rate alone).
 3. pair-stage memory: a synthetic corpus of ``--memory-pages`` pages whose category counts follow a

@@ -87,10 +87,20 @@ def confusion_matrix_plot(matrix: np.ndarray, labels: Sequence[str], path: str |
     return _save(fig, path)
 
 
-def _save(fig, path: str | Path) -> Path:
+def _save(fig, path: str | Path) -> str | Path:
+    """Save a figure to a local path or a URI (rendered in memory, then written whole)."""
+    import io
+
+    from contrastext import storage
+
+    fig.tight_layout()
+    if storage.is_uri(path):
+        buffer = io.BytesIO()
+        fig.savefig(buffer, dpi=110, format="png")
+        _pyplot().close(fig)
+        return storage.write_bytes(path, buffer.getvalue())
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
     fig.savefig(path, dpi=110)
     _pyplot().close(fig)
     return path

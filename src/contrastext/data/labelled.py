@@ -127,6 +127,11 @@ def _records(path: Path, config: LabelledTextsConfig, skipped: Counter) -> Itera
 
 def load_labelled_texts(config: LabelledTextsConfig,
                         data_dir: str | os.PathLike[str] | None = None) -> LabelledTexts:
+    from contrastext import storage
+
+    if storage.is_uri(config.path):  # read from a local copy; the file is driver-sized by design (a dev set)
+        with storage.local_file(config.path) as local:
+            return load_labelled_texts(config.model_copy(update={"path": str(local)}))
     path = resolve_data_path(config.path, data_dir)
     if not path.exists():
         raise FileNotFoundError(f"text set {path} does not exist")

@@ -18,10 +18,10 @@ from the first unfinished stage, and the training and encoding stages also resum
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import os
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from contrastext import storage
 from contrastext.config import EncoderConfig, OutputConfig, TrainConfig
 from contrastext.data.labelled import LabelledTexts, load_labelled_texts
 from contrastext.evaluators.zeroshot_accuracy import LabelScheme, ZeroShotEvaluator, ZeroShotResult
@@ -86,20 +86,20 @@ def _differences(old: Any, new: Any, path: str = "") -> list[str]:
     return [] if old == new else [path or "."]
 
 
-def _done(stage_dir: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
+def _done(stage_dir: str, settings: dict[str, Any]) -> dict[str, Any] | None:
     """The stage's recorded result when it finished with these settings; None means run it."""
-    marker = stage_dir / "done.json"
-    if not marker.is_file():
+    try:
+        record = storage.read_json(storage.join(stage_dir, "done.json"))
+    except FileNotFoundError:
         return None
-    record = json.loads(marker.read_text())
     if _differences(_comparable(record.get("settings") or {}), _comparable(settings)):
         log.warning("%s was made with other settings: running the stage again", stage_dir)
         return None
     return record["result"]
 
 
-def _mark_done(stage_dir: Path, settings: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
-    write_json_atomic(stage_dir / "done.json", {"settings": json.loads(json.dumps(settings, default=str)),
+def _mark_done(stage_dir: str, settings: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    write_json_atomic(storage.join(stage_dir, "done.json"), {"settings": json.loads(json.dumps(settings, default=str)),
                                                "result": result})
     return result
 
@@ -165,18 +165,19 @@ def _load_encoder(spec: str, enc: EncoderConfig):
                                        max_length=enc.max_length, allow_download=enc.allow_download)
 
 
-def _evaluate(eval_set: EvalSet, encoder, out: Path, name: str) -> ZeroShotResult:
+def _evaluate(eval_set: EvalSet, encoder, out: str, name: str) -> ZeroShotResult:
     embeddings = eval_set.evaluator.embed(encoder)
     result = eval_set.evaluator.score(encoder, embeddings)
-    write_json_atomic(out / f"eval_{name}.json", _result_json(result, eval_set.evaluator.labels, eval_set.source))
+    write_json_atomic(storage.join(out, f"eval_{name}.json"), _result_json(result, eval_set.evaluator.labels, eval_set.source))
     return result
 
 
-def _stored_evaluation(path: Path, eval_set: EvalSet) -> dict[str, Any] | None:
+def _stored_evaluation(path: str, eval_set: EvalSet) -> dict[str, Any] | None:
     """An evaluation written earlier on this same evaluation set, if there is one."""
-    if not path.is_file():
+    try:
+        stored = storage.read_json(path)
+    except FileNotFoundError:
         return None
-    stored = json.loads(path.read_text())
     return stored if stored.get("source") == eval_set.source else None
 
 
@@ -187,44 +188,49 @@ def _result_json(result: ZeroShotResult, labels: list[str], source: str) -> dict
 
 
 # ---------------------------------------------------------------------------------------- stages
-def _stage_corpus(config: WCSBertConfig, run: Path) -> dict[str, Any]:
+def _stage_corpus(config: WCSBertConfig, run: str) -> dict[str, Any]:
     from contrastext.pipelines.corpus import BuildCorpusConfig, run_build_corpus
 
     settings = config.corpus.model_dump(mode="json")
-    done = _done(run / "corpus", settings)
+    done = _done(storage.join(run, "corpus"), settings)
     if done is not None:
         _say("corpus: done in an earlier run")
         return done
     summary = run_build_corpus(BuildCorpusConfig(
         dump=config.corpus.dump, index=config.corpus.index, pairs=config.corpus.pairs,
-        output=OutputConfig(storage_path=str(run), name="corpus"), ray=config.ray))
+        output=OutputConfig(storage_path=run, name="corpus"), ray=config.ray))
     keep = ("pages", "pages_with_2_categories", "distinct_categories", "pairs_written")
-    return _mark_done(run / "corpus", settings, {k: summary[k] for k in keep} | {"input": summary["input"]})
+    return _mark_done(storage.join(run, "corpus"), settings, {k: summary[k] for k in keep} | {"input": summary["input"]})
 
 
-def _dev_pages(config: WCSBertConfig, pages_dir: Path) -> tuple[list[str], list[list[str]], set[int]]:
-    """Held-out dev queries: pages with exactly 3 categories (their first words → their categories)."""
+def _dev_pages(config: WCSBertConfig, pages_dir: str) -> tuple[list[str], list[list[str]], set[int]]:
+    """Held-out dev queries: pages with exactly 3 categories (their first words → their categories).
+
+    The candidates are chosen by id and categories alone; only the chosen pages' texts are read.
+    """
     from contrastext.evaluators.category_retrieval import first_words
-    from contrastext.selftrain.pool import iter_pages
+    from contrastext.selftrain.pool import iter_pages, page_columns
 
     pre = config.pretrain
-    candidates = [row for row in iter_pages(pages_dir, ["page_id", "text", "categories"])
-                  if len(set(row["categories"] or ())) == 3 and (row["text"] or "").strip()]
+    candidates = [(int(row["page_id"]), list(dict.fromkeys(row["categories"])))
+                  for row in iter_pages(pages_dir, ["page_id", "categories"])
+                  if len(set(row["categories"] or ())) == 3]
     wanted = min(len(candidates), max(int(round(pre.dev_fraction * len(candidates))), pre.dev_min_pages))
     rng = np.random.default_rng(pre.train.seed)
     chosen = [candidates[i] for i in sorted(rng.choice(len(candidates), wanted, replace=False))] if wanted else []
-    return ([first_words(r["text"], pre.query_words) for r in chosen], [list(dict.fromkeys(r["categories"]))
-                                                                          for r in chosen],
-            {int(r["page_id"]) for r in chosen})
+    texts = page_columns(pages_dir, np.asarray([i for i, _ in chosen], np.int64), "text") if chosen else []
+    kept = [(c, t) for c, t in zip(chosen, texts) if (t or "").strip()]
+    return ([first_words(t, pre.query_words) for _, t in kept], [cats for (_, cats), _ in kept],
+            {page_id for (page_id, _), _ in kept})
 
 
-def _stage_pretrain(config: WCSBertConfig, run: Path) -> dict[str, Any]:
+def _stage_pretrain(config: WCSBertConfig, run: str) -> dict[str, Any]:
     import ray.data
 
     from contrastext.evaluators.category_retrieval import CategoryRetrievalEvaluator
     from contrastext.train import fit
 
-    stage = run / "pretrain"
+    stage = storage.join(run, "pretrain")
     train = config.pretrain.train.model_copy(update={"encoder": config.encoder.model_copy(
         update={"max_length": config.pretrain.train.encoder.max_length})})
     settings = {"pretrain": config.pretrain.model_dump(mode="json"), "encoder": config.encoder.model_dump()}
@@ -232,32 +238,45 @@ def _stage_pretrain(config: WCSBertConfig, run: Path) -> dict[str, Any]:
     if done is not None:
         _say("pretrain: done in an earlier run")
         return done
-    corpus = run / "corpus"
-    queries, query_categories, dev_ids = _dev_pages(config, corpus / "pages")
-    pairs = pq.read_table(sorted((corpus / "pairs").glob("*.parquet"))) if (corpus / "pairs").is_dir() else None
-    if pairs is None or pairs.num_rows == 0:
-        raise ValueError(f"{corpus / 'pairs'} holds no category pairs: nothing to pretrain on")
+    corpus = storage.join(run, "corpus")
+    queries, query_categories, dev_ids = _dev_pages(config, storage.join(corpus, "pages"))
+    pair_files = storage.list_files(storage.join(corpus, "pairs"), ".parquet")
+    if not pair_files:
+        raise ValueError(f"{storage.join(corpus, 'pairs')} holds no category pairs: nothing to pretrain on")
+    # the pairs stream from storage to the training workers: none of them passes through the driver
+    filesystem, _ = storage.resolve(pair_files[0])
+    dataset = ray.data.read_parquet([storage.resolve(f)[1] for f in pair_files], filesystem=filesystem)
+    dataset = dataset.select_columns(["anchor", "positive", "page_id"])
     if dev_ids:
-        held = pa.array(sorted(dev_ids), pa.int64())
-        import pyarrow.compute as pc
-
-        pairs = pairs.filter(pc.invert(pc.is_in(pairs.column("page_id"), value_set=held)))
-    categories = pq.read_table(corpus / "category_counts.parquet").column("category").to_pylist()
+        dataset = dataset.map_batches(_drop_pages, batch_format="pyarrow",
+                                      fn_kwargs={"held": pa.array(sorted(dev_ids), pa.int64())})
+    dataset = dataset.select_columns(["anchor", "positive"])
+    rows = dataset.count()
+    if rows == 0:
+        raise ValueError(f"{storage.join(corpus, 'pairs')} holds no category pairs: nothing to pretrain on")
+    categories = storage.read_parquet(storage.join(corpus, "category_counts.parquet"),
+                                      ["category"]).column("category").to_pylist()
     evaluator = CategoryRetrievalEvaluator(queries, query_categories, categories)
     base = _load_encoder(config.encoder.model, train.encoder)
     before = evaluator(base) if queries else {}
     del base
-    _say(f"pretrain: {pairs.num_rows} category pairs, {len(queries)} dev pages held out; MAP@3 before "
+    _say(f"pretrain: {rows} category pairs, {len(queries)} dev pages held out; MAP@3 before "
          f"{before.get('map@3', float('nan')):.3f}")
     started = time.perf_counter()
-    dataset = ray.data.from_arrow(pairs.select(["anchor", "positive"]))
-    result = fit(dataset, train, OutputConfig(storage_path=str(stage), name="fit"),
-                 eval_fn=evaluator if queries else None, rows=pairs.num_rows, export_model_to=stage / "model")
-    after = evaluator(_load_encoder(str(stage / "model"), train.encoder)) if queries else {}
-    out = {"pairs": pairs.num_rows, "dev_pages": len(queries), "steps": result.steps,
+    model = storage.join(stage, "model")
+    result = fit(dataset, train, OutputConfig(storage_path=stage, name="fit"),
+                 eval_fn=evaluator if queries else None, rows=rows, export_model_to=model)
+    after = evaluator(_load_encoder(model, train.encoder)) if queries else {}
+    out = {"pairs": rows, "dev_pages": len(queries), "steps": result.steps,
            "loss": mean_logged_loss(result.history), "dev_before": before, "dev_after": after,
-           "seconds": time.perf_counter() - started, "model": str(stage / "model")}
+           "seconds": time.perf_counter() - started, "model": model}
     return _mark_done(stage, settings, out)
+
+
+def _drop_pages(batch: pa.Table, held: pa.Array) -> pa.Table:
+    import pyarrow.compute as pc
+
+    return batch.filter(pc.invert(pc.is_in(batch.column("page_id"), value_set=held)))
 
 
 def _pretrained_model_is_used(settings: PretrainConfig, result: dict[str, Any]) -> bool:
@@ -269,21 +288,21 @@ def _pretrained_model_is_used(settings: PretrainConfig, result: dict[str, Any]) 
     return after > before
 
 
-def _pool_pages(config: WCSBertConfig, run: Path, root: Path) -> tuple[Path, int]:
+def _pool_pages(config: WCSBertConfig, run: str, root: Path) -> tuple[str, int]:
     from contrastext.selftrain.pool import write_text_pool
 
     if config.pool.source == "wikipedia":
-        return run / "corpus" / "pages", -1
+        return storage.join(run, "corpus", "pages"), -1
     assert config.pool.texts is not None
     texts_config = config.pool.texts.model_copy(update={"label_column": None})  # labels are never read
     data: LabelledTexts = load_labelled_texts(texts_config, root)
     if config.pool.half is not None:
         first, second = data.split_halves(config.pool.split_seed)
         data = first if config.pool.half == "first" else second
-    return write_text_pool(data.texts, run / "pool" / "pages.parquet"), len(data)
+    return write_text_pool(data.texts, storage.join(run, "pool", "pages.parquet")), len(data)
 
 
-def _encode_pool(config: WCSBertConfig, pages: Path, model: str, out: Path) -> dict[str, Any]:
+def _encode_pool(config: WCSBertConfig, pages: str, model: str, out: str) -> dict[str, Any]:
     from contrastext.pipelines.corpus import EncodeCorpusConfig, run_encode_corpus
 
     settings = {"model": model, "pages": str(pages), "max_words": config.pool.max_words,
@@ -291,13 +310,13 @@ def _encode_pool(config: WCSBertConfig, pages: Path, model: str, out: Path) -> d
     done = _done(out, settings)
     if done is not None:
         return done
-    shutil.rmtree(out, ignore_errors=True)  # shards of another model or plan must not be mixed in
+    storage.delete(out)  # shards of another model or plan must not be mixed in
     enc = config.encoder
     summary = run_encode_corpus(EncodeCorpusConfig(
         pages=str(pages), encoder=enc.model_copy(update={"model": model}), max_words=config.pool.max_words,
         rows_per_shard=config.encode.rows_per_shard, batch_size=config.encode.batch_size,
         scaling=config.encode.scaling, dtype=config.encode.dtype,
-        output=OutputConfig(storage_path=str(out.parent), name=out.name), ray=config.ray))
+        output=OutputConfig(storage_path=storage.parent(out), name=storage.name(out)), ray=config.ray))
     return _mark_done(out, settings, {"rows": summary["rows"], "seconds": summary["timings_s"]["total"]})
 
 
@@ -307,10 +326,19 @@ def mean_logged_loss(history: list[dict[str, Any]]) -> float | None:
     return float(np.mean(losses)) if losses else None
 
 
-def _write_pairs(pairs: PseudoPairs, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"anchor": pairs.anchors, "positive": pairs.positives,
-                             "label": pa.array(pairs.labels, pa.int32())}), path)
+def _write_pairs(pairs: PseudoPairs, location: str) -> None:
+    storage.write_parquet(pa.table({"anchor": pairs.anchors, "positive": pairs.positives,
+                                    "label": pa.array(pairs.labels, pa.int32())}), location)
+
+
+def _save_array(location: str, array: np.ndarray) -> None:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    storage.write_bytes(location, buffer.getvalue())
+
+
+def _load_array(location: str) -> np.ndarray:
+    return np.load(io.BytesIO(storage.read_bytes(location)))
 
 
 # ---------------------------------------------------------------------------------------- the job
@@ -322,11 +350,8 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
 
     started = time.perf_counter()
     timings: dict[str, float] = {}
-    run_dir = config.output.run_dir()
-    if "://" in run_dir:
-        raise ValueError(f"{run_dir}: this job writes .h5 shards and needs a local or mounted folder")
-    run = Path(run_dir)
-    run.mkdir(parents=True, exist_ok=True)
+    run = config.output.run_dir()
+    storage.check_writable(run)
     root = data_root(config.data_dir)
     init_ray(config.ray)
     labels = config.labels
@@ -341,7 +366,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     # -- untrained model
     t = time.perf_counter()
     if eval_set is not None and config.evaluation.baselines:
-        stored = _stored_evaluation(run / "eval_untrained.json", eval_set)
+        stored = _stored_evaluation(storage.join(run, "eval_untrained.json"), eval_set)
         key = {"model": config.encoder.model, "labels": labels.model_dump(mode="json")}
         if stored is None or stored.get("key") != key:
             base = _load_encoder(config.encoder.model, config.encoder)
@@ -353,7 +378,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
                                 "macro_f1": result.macro_f1})
             del base
             stored = {"source": eval_set.source, "key": key, "results": results}
-            write_json_atomic(run / "eval_untrained.json", stored)
+            write_json_atomic(storage.join(run, "eval_untrained.json"), stored)
         for result in stored["results"]:
             evaluations.append(result)
             _say(f"untrained, {result['scheme']}: accuracy {result['accuracy']:.4f}")
@@ -379,7 +404,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
                  f"{config.encoder.model} (pretrain.use=if_dev_improves)")
         timings["pretrain"] = time.perf_counter() - t
         if eval_set is not None:
-            stored = _stored_evaluation(run / "eval_pretrained.json", eval_set)
+            stored = _stored_evaluation(storage.join(run, "eval_pretrained.json"), eval_set)
             if stored is None:
                 result = _evaluate(eval_set, _load_encoder(model_0, config.encoder), run, "pretrained")
                 stored = _result_json(result, labels.names, eval_set.source)
@@ -390,19 +415,19 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     # -- 2. the pool, encoded by M_0
     t = time.perf_counter()
     pages, _ = _pool_pages(config, run, root)
-    encoded = _encode_pool(config, pages, model_0, run / "round_0" / "embeddings")
+    encoded = _encode_pool(config, pages, model_0, storage.join(run, "round_0", "embeddings"))
     timings["encode"] = time.perf_counter() - t
     _say(f"pool: {encoded['rows']} items encoded with {model_0}")
 
     # -- 3. self-training rounds
     rounds: list[dict[str, Any]] = []
-    model, embeddings_dir = model_0, run / "round_0" / "embeddings"
+    model, embeddings_dir = model_0, storage.join(run, "round_0", "embeddings")
     previous_labels: np.ndarray | None = None
     best_round, best_value, stale = 0, None, 0
     stop_reason = "all rounds run" if config.rounds.rounds else "no rounds configured"
     t_rounds = time.perf_counter()
     for r in range(1, config.rounds.rounds + 1):
-        stage = run / f"round_{r}"
+        stage = storage.join(run, f"round_{r}")
         settings = {"rounds": config.rounds.model_dump(mode="json"), "labels": labels.model_dump(mode="json"),
                     "from": model, "pool": config.pool.model_dump(mode="json")}
         record = _done(stage, settings)
@@ -412,14 +437,14 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
             _mark_done(stage, settings, record)
         else:
             _say(f"round {r}: done in an earlier run")
-            if eval_set is not None and _stored_evaluation(stage / "eval_round.json", eval_set) is None:
+            if eval_set is not None and _stored_evaluation(storage.join(stage, "eval_round.json"), eval_set) is None:
                 evaluated = _evaluate(eval_set, _load_encoder(record["model"], config.encoder), stage, "round")
                 record |= {"eval_accuracy": evaluated.accuracy, "eval_macro_f1": evaluated.macro_f1}
         rounds.append(record)
         print(round_table(record, labels.names), flush=True)
         model = record["model"]
-        embeddings_dir = Path(record["embeddings"])
-        previous_labels = np.load(stage / "pseudo_labels.npy")
+        embeddings_dir = record["embeddings"]
+        previous_labels = _load_array(storage.join(stage, "pseudo_labels.npy"))
         # -- stopping: a dev set when the user gives one, else the label-free signal
         value = record.get("eval_accuracy") if config.evaluation.use_as_dev else None
         if value is not None:
@@ -446,14 +471,14 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
         eval_embeddings = eval_set.evaluator.embed(encoder)
         result = eval_set.evaluator.score(encoder, eval_embeddings)
         final = _result_json(result, labels.names, eval_set.source)
-        final_embeddings = (run / "round_0" / "embeddings" if not best_round else
-                            Path(rounds[best_round - 1]["embeddings"]) if config.rounds.reencode else None)
+        final_embeddings = (storage.join(run, "round_0", "embeddings") if not best_round else
+                            rounds[best_round - 1]["embeddings"] if config.rounds.reencode else None)
         if config.evaluation.prototypes and final_embeddings is not None:
             prototypes = _prototypes(config, encoder, final_embeddings, label_set, run)
             by_prototype = eval_set.evaluator.result(classify_by_prototypes(eval_embeddings, prototypes))
             final["prototypes"] = _result_json(by_prototype, labels.names, eval_set.source)
             _say(f"final model with pool prototypes: accuracy {by_prototype.accuracy:.4f}")
-        write_json_atomic(run / "eval_final.json", final)
+        write_json_atomic(storage.join(run, "eval_final.json"), final)
         if config.evaluation.label_mapping and rounds and config.pool.source == "wikipedia":
             final["label_mapping_accuracy"] = _label_mapping_accuracy(eval_set, encoder, run, best_round)
         timings["final_evaluation"] = time.perf_counter() - t
@@ -465,7 +490,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
         "rounds": rounds, "stop_reason": stop_reason, "chosen_round": best_round, "final_model": final_model,
         "final": final, "timings_s": timings,
     }
-    write_json_atomic(run / "metrics.json", summary)
+    write_json_atomic(storage.join(run, "metrics.json"), summary)
     write_manifest(run, job="wcsbert_selftrain", config=config, timings=timings,
                    counts={"pool_rows": encoded["rows"], "rounds": len(rounds),
                            "pairs": [r["pairs"] for r in rounds]})
@@ -476,8 +501,8 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     return summary
 
 
-def _self_training_round(config: WCSBertConfig, r: int, stage: Path, model: str, model_0: str,
-                         embeddings_dir: Path, pages: Path, label_set, previous_labels, eval_set, fit,
+def _self_training_round(config: WCSBertConfig, r: int, stage: str, model: str, model_0: str,
+                         embeddings_dir: str, pages: str, label_set, previous_labels, eval_set, fit,
                          ray_data) -> dict[str, Any]:
     from contrastext.selftrain.pool import page_columns
 
@@ -492,8 +517,7 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: Path, model: str,
                                  fallback=_prompt_vectors(scorer, label_set, labels.template))
         scores = prototype_scores(stored, refine_prototypes(stored, seeds, config.rounds.prototype_iterations))
     pseudo = select(scores, config.rounds.selection, pool.alias)
-    stage.mkdir(parents=True, exist_ok=True)
-    np.save(stage / "pseudo_labels.npy", pseudo.label)
+    _save_array(storage.join(stage, "pseudo_labels.npy"), pseudo.label)
     kept_ids = pool.ids[pseudo.kept]
     if config.pool.source == "wikipedia":
         cats = page_columns(pages, kept_ids, "categories")
@@ -510,7 +534,7 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: Path, model: str,
     if not len(pairs):
         raise ValueError(f"round {r}: no pseudo-pairs (kept {len(pseudo.kept)} items); lower "
                          "rounds.selection.threshold or raise top_fraction")
-    _write_pairs(pairs, stage / "pairs.parquet")
+    _write_pairs(pairs, storage.join(stage, "pairs.parquet"))
     _say(f"round {r}: {len(pseudo.kept)} of {len(pool.ids)} items kept, {len(pairs)} pairs; training")
     del scorer
     selecting = time.perf_counter() - t
@@ -521,14 +545,14 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: Path, model: str,
         update={"model": init, "max_length": config.rounds.train.encoder.max_length})})
     rows = pairs.rows()
     np.random.default_rng(train.seed + r).shuffle(rows)  # pairs come grouped by page; batches must mix labels
-    result = fit(ray_data.from_items(rows), train, OutputConfig(storage_path=str(stage), name="fit"),
-                 rows=len(pairs), export_model_to=stage / "model")
+    new_model = storage.join(stage, "model")
+    result = fit(ray_data.from_items(rows), train, OutputConfig(storage_path=stage, name="fit"),
+                 rows=len(pairs), export_model_to=new_model)
     training = time.perf_counter() - t
-    new_model = str(stage / "model")
 
     t = time.perf_counter()
     if config.rounds.reencode:
-        new_embeddings = stage / "embeddings"
+        new_embeddings = storage.join(stage, "embeddings")
         _encode_pool(config, pages, new_model, new_embeddings)
     else:
         new_embeddings = embeddings_dir
@@ -542,7 +566,7 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: Path, model: str,
         "category_conflicts": pairs.conflicts, "labels_changed": changed_share(previous_labels, pseudo.label),
         "mean_confidence_kept": float(pseudo.confidence[pseudo.kept].mean()) if len(pseudo.kept) else None,
         "loss": mean_logged_loss(result.history), "steps": result.steps, "model": new_model,
-        "embeddings": str(new_embeddings),
+        "embeddings": new_embeddings,
         "seconds": {"select": selecting, "train": training, "encode": encoding},
     }
     if eval_set is not None:
@@ -554,18 +578,18 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: Path, model: str,
     return record
 
 
-def _prototypes(config: WCSBertConfig, encoder, embeddings_dir: Path, label_set, run: Path) -> np.ndarray:
+def _prototypes(config: WCSBertConfig, encoder, embeddings_dir: str, label_set, run: str) -> np.ndarray:
     """Label prototypes of the final model from its own pool embeddings; saved beside the report."""
     pool = score_pool(embeddings_dir, encoder, label_set, config.labels.template)
     stored = pool_embeddings(embeddings_dir, pool.ids)
     prototypes = label_prototypes(stored, pool.scores, config.evaluation.prototype_fraction,
                                   fallback=_prompt_vectors(encoder, label_set, config.labels.template))
     prototypes = refine_prototypes(stored, prototypes, config.evaluation.prototype_iterations)
-    np.save(run / "label_prototypes.npy", prototypes)
-    write_json_atomic(run / "label_prototypes.json", {"labels": config.labels.names,
+    _save_array(storage.join(run, "label_prototypes.npy"), prototypes)
+    write_json_atomic(storage.join(run, "label_prototypes.json"), {"labels": config.labels.names,
                                                       "fraction": config.evaluation.prototype_fraction,
                                                       "iterations": config.evaluation.prototype_iterations,
-                                                      "embeddings": str(embeddings_dir)})
+                                                      "embeddings": embeddings_dir})
     return prototypes
 
 
@@ -578,12 +602,12 @@ def _prompt_vectors(encoder, label_set, template: str) -> np.ndarray:
     return np.stack([aliases[owner == label].mean(axis=0) for label in range(len(label_set.labels))])
 
 
-def _label_mapping_accuracy(eval_set: EvalSet, encoder, run: Path, round_index: int) -> float | None:
+def _label_mapping_accuracy(eval_set: EvalSet, encoder, run: str, round_index: int) -> float | None:
     """The paper's comparison: each query → its nearest pseudo-labelled category → that category's label."""
-    pairs_file = run / f"round_{round_index}" / "pairs.parquet"
-    if not pairs_file.is_file():
+    pairs_file = storage.join(run, f"round_{round_index}", "pairs.parquet")
+    if not storage.is_file(pairs_file):
         return None
-    table = pq.read_table(pairs_file)
+    table = storage.read_parquet(pairs_file)
     categories, labels = table.column("anchor").to_pylist(), np.asarray(table.column("label").to_pylist())
     q = eval_set.evaluator.embed(encoder)
     c = encoder.encode(categories, batch_size=128)

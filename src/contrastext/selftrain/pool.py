@@ -2,56 +2,60 @@
 
 Wikipedia pools are the corpus job's pages files as they are. A plain-text pool is written in the same
 layout (row number as page id, no categories), so encoding, streaming and scoring are one code path.
+Every location may be a local path or a URI.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow.compute as pc
 
+from contrastext import storage
 from contrastext.pipelines.corpus import PAGE_SCHEMA
 
 
-def write_text_pool(texts: Sequence[str], path: Path) -> Path:
+def write_text_pool(texts: Sequence[str], location: str) -> str:
     """``texts`` as a pages file (replacing an older one only when the texts differ)."""
     table = pa.table({"page_id": pa.array(np.arange(len(texts), dtype=np.int64)),
                       "title": pa.array([""] * len(texts), pa.string()),
                       "text": pa.array(list(texts), pa.string()),
                       "categories": pa.array([[] for _ in texts], pa.list_(pa.string()))}, schema=PAGE_SCHEMA)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_file() and pq.read_table(path).equals(table):
-        return path
-    tmp = path.with_suffix(".tmp")
-    pq.write_table(table, tmp)
-    tmp.replace(path)
-    return path
+    if storage.is_file(location) and storage.read_parquet(location).equals(table):
+        return location
+    return storage.write_parquet(table, location)
 
 
-def pages_files(pages: Path) -> list[Path]:
-    files = [pages] if pages.is_file() else sorted(pages.glob("*.parquet"))
+def pages_files(pages: str) -> list[str]:
+    files = [pages] if storage.is_file(pages) else storage.list_files(pages, ".parquet")
     if not files:
         raise FileNotFoundError(f"no pages parquet at {pages}")
     return files
 
 
-def iter_pages(pages: Path, columns: Sequence[str]) -> Iterator[dict]:
+def iter_page_batches(pages: str, columns: Sequence[str], batch_rows: int = 8192) -> Iterator[pa.RecordBatch]:
+    """The pages a record batch at a time: memory is bounded by one batch, not by the pool."""
     for f in pages_files(pages):
-        yield from pq.read_table(f, columns=list(columns)).to_pylist()
+        yield from storage.parquet_file(f).iter_batches(batch_size=batch_rows, columns=list(columns))
 
 
-def page_columns(pages: Path, ids: np.ndarray, column: str) -> list:
+def iter_pages(pages: str, columns: Sequence[str]) -> Iterator[dict]:
+    for batch in iter_page_batches(pages, columns):
+        yield from batch.to_pylist()
+
+
+def page_columns(pages: str, ids: np.ndarray, column: str) -> list:
     """``column`` of the pages with ``ids``, in the order of ``ids`` (every id must exist)."""
     wanted = {int(i): n for n, i in enumerate(ids)}
+    id_set = pa.array(list(wanted), pa.int64())
     out: list = [None] * len(ids)
     found = 0
-    for row in iter_pages(pages, ["page_id", column]):
-        n = wanted.get(int(row["page_id"]))
-        if n is not None:
-            out[n] = row[column]
+    for batch in iter_page_batches(pages, ["page_id", column]):
+        hits = batch.filter(pc.is_in(batch.column(0), value_set=id_set))
+        for page_id, value in zip(hits.column(0).to_pylist(), hits.column(1).to_pylist()):
+            out[wanted[page_id]] = value
             found += 1
     if found < len(ids):
         raise KeyError(f"{len(ids) - found} page ids not found under {pages}")

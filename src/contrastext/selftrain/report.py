@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from contrastext import storage
 
-def write_report(run: Path, summary: dict[str, Any], plots: bool = True) -> Path:
+
+def write_report(run: str, summary: dict[str, Any], plots: bool = True) -> str:
     lines = ["# WC-SBERT self-training", ""]
     lines.append(f"- labels: {', '.join(summary['labels'])}; prompt `{summary['template']}`")
     lines.append(f"- pool: {summary['pool']} ({summary['pool_rows']} items)")
@@ -48,12 +48,10 @@ def write_report(run: Path, summary: dict[str, Any], plots: bool = True) -> Path
     lines += [f"| {k} | {v:.0f} |" for k, v in summary["timings_s"].items()]
     if plots:
         lines += ["", *_plots(run, summary)]
-    path = run / "report.md"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    return storage.write_text(storage.join(run, "report.md"), "\n".join(lines) + "\n")
 
 
-def _plots(run: Path, summary: dict[str, Any]) -> list[str]:
+def _plots(run: str, summary: dict[str, Any]) -> list[str]:
     from contrastext.plots import confusion_matrix_plot, metric_lines
 
     out = []
@@ -64,16 +62,17 @@ def _plots(run: Path, summary: dict[str, Any]) -> list[str]:
     if start is not None:
         rows.insert(0, {"round": 0, "pairs": None, "accuracy": start["accuracy"]})
     if any(r.get("accuracy") is not None for r in rows):
-        metric_lines(rows, "round", ["accuracy"], run / "plots" / "accuracy_per_round.png",
+        metric_lines(rows, "round", ["accuracy"], storage.join(run, "plots", "accuracy_per_round.png"),
                      "zero-shot accuracy per round")
         out.append("![accuracy per round](plots/accuracy_per_round.png)")
     if summary["rounds"]:
-        metric_lines(rows, "round", ["pairs"], run / "plots" / "pairs_per_round.png", "pseudo-pairs per round")
+        metric_lines(rows, "round", ["pairs"], storage.join(run, "plots", "pairs_per_round.png"), "pseudo-pairs per round")
         out.append("![pairs per round](plots/pairs_per_round.png)")
-    final = run / "eval_final.json"
-    if final.is_file():
-        data = json.loads(final.read_text())
-        confusion_matrix_plot(np.asarray(data["confusion"]), data["labels"], run / "plots" / "confusion_final.png",
+    final = storage.join(run, "eval_final.json")
+    if storage.is_file(final):
+        data = storage.read_json(final)
+        confusion_matrix_plot(np.asarray(data["confusion"]), data["labels"],
+                              storage.join(run, "plots", "confusion_final.png"),
                               "final model: true vs predicted")
         out.append("![confusion matrix](plots/confusion_final.png)")
     return out
