@@ -117,6 +117,14 @@ def ray_session(s3_server):
 
 
 # ------------------------------------------------------------------------------- several nodes
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class MultiNodeCluster:
     """Several raylets on this host: a head with no CPUs (the driver's node) and worker nodes."""
 
@@ -128,7 +136,8 @@ class MultiNodeCluster:
 
         ray.shutdown()  # the session's single-node Ray, if a test before started it
         self.cluster = Cluster(initialize_head=True, head_node_args={
-            "num_cpus": 0, "dashboard_host": "127.0.0.1", "include_dashboard": True})
+            "num_cpus": 0, "dashboard_host": "127.0.0.1", "include_dashboard": True,
+            "dashboard_port": _free_port()})
         self.workers = [self.cluster.add_node(num_cpus=self.WORKER_CPUS) for _ in range(workers)]
         ray.init(address=self.cluster.address)
         self.cluster.wait_for_nodes()
