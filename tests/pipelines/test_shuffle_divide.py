@@ -147,8 +147,6 @@ def test_config_errors_name_the_setting(tmp_path, tiny_encoder_dir):
     with pytest.raises(ValueError, match="set `k`"):
         run_shuffle_divide(_config(tmp_path, tiny_encoder_dir, documents=DocumentSource(path="docs.jsonl"),
                                    epochs=0))
-    with pytest.raises(ValueError, match="URI"):
-        run_shuffle_divide(_config(tmp_path, tiny_encoder_dir, output=OutputConfig(storage_path="s3://b/r")))
 
 
 def test_data_dir_comes_from_the_environment(tmp_path, monkeypatch):

@@ -7,6 +7,9 @@ with the best silhouette (no labels needed; by default measured in the documents
 training does not move, so epochs compare fairly) gives the final model and assignments. An epoch whose
 ``scores.json`` exists is not redone, so a stopped run picks up where it was.
 
+Every output goes through :mod:`contrastext.storage`: ``output.storage_path`` may be a local folder or a URI
+(``s3://bucket/runs``), and so may the document files (and ``data_dir``).
+
 ``negatives=other_clusters`` feeds the previous epoch's clusters back into training: NT-Xent then takes
 only documents of other clusters as negatives. Plain NT-Xent (the paper's 2N-2 negatives) also pushes
 apart documents of the same topic, which on an encoder that already clusters well (MiniLM) splits topics
@@ -15,17 +18,20 @@ into document-specific clumps.
 
 from __future__ import annotations
 
-import json
+import io
 import math
 import os
 import shutil
+import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
 
+from contrastext import storage
 from contrastext.clustering import spherical_kmeans
 from contrastext.config import (
     EncoderConfig,
@@ -49,7 +55,7 @@ from contrastext.data.documents import (
     tfidf_neighbours,
     tfidf_pairs,
 )
-from contrastext.manifest import file_checksum, write_json_atomic, write_manifest
+from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.metrics.clustering import clustering_scores, silhouette
 from contrastext.report import format_table
 
@@ -130,15 +136,26 @@ class ShuffleDivideConfig(Settings):
 
 # ---------------------------------------------------------------- inputs
 
-def resolve_data_path(path: str, data_dir: str | None) -> Path:
-    """A document path as given when absolute, else under data_dir / $CONTRASTEXT_DATA / ../shared/data."""
-    candidate = Path(path).expanduser()
-    if candidate.is_absolute():
-        base = None
+def resolve_data_path(path: str, data_dir: str | None) -> Path | str:
+    """A document path as given when absolute or a URI, else under data_dir / $CONTRASTEXT_DATA / ../shared/data.
+
+    A local file comes back as a Path, a file on a store (``s3://…``, also under a URI ``data_dir``) as its URI.
+    """
+    base: Path | str | None = None
+    candidate: Path | str
+    if storage.is_uri(path):
+        candidate = path
+    elif Path(path).expanduser().is_absolute():
+        candidate = Path(path).expanduser()
     else:
-        base = Path(data_dir or os.environ.get(DATA_ENV) or Path.cwd().parent / "shared" / "data").expanduser()
-        candidate = base / candidate
-    if not candidate.exists():
+        base = data_dir or os.environ.get(DATA_ENV) or Path.cwd().parent / "shared" / "data"
+        if storage.is_uri(base):
+            candidate = storage.join(base, path)
+        else:
+            base = Path(base).expanduser()
+            candidate = base / path
+    found = storage.exists(candidate) if storage.is_uri(candidate) else Path(candidate).exists()
+    if not found:
         where = f" (data directory {base})" if base is not None else ""
         raise FileNotFoundError(
             f"document file {candidate} not found{where}; set `data_dir` (or ${DATA_ENV}) to the folder that "
@@ -146,10 +163,18 @@ def resolve_data_path(path: str, data_dir: str | None) -> Path:
     return candidate
 
 
-def load_source(source: DocumentSource, data_dir: str | None, seed: int) -> tuple[Documents, Path]:
+def _local_input(location: Path | str):
+    """A local path holding a document file or folder: the path itself, or a temporary copy of a URI."""
+    if not storage.is_uri(location):
+        return nullcontext(Path(location))
+    return storage.local_copy(location) if storage.is_dir(location) else storage.local_file(location)
+
+
+def load_source(source: DocumentSource, data_dir: str | None, seed: int) -> tuple[Documents, Path | str]:
     path = resolve_data_path(source.path, data_dir)
-    docs = load_documents(path, text_column=source.text_column, label_column=source.label_column,
-                          id_column=source.id_column, title_column=source.title_column)
+    with _local_input(path) as local:
+        docs = load_documents(local, text_column=source.text_column, label_column=source.label_column,
+                              id_column=source.id_column, title_column=source.title_column)
     docs = clean_documents(docs, source.cleaning, source.min_words)
     if source.max_documents and source.max_documents < len(docs):
         index = np.sort(np.random.default_rng(seed).choice(len(docs), source.max_documents, replace=False))
@@ -159,8 +184,18 @@ def load_source(source: DocumentSource, data_dir: str | None, seed: int) -> tupl
 
 # ---------------------------------------------------------------- one epoch's steps
 
-def _epoch_dir(run_dir: Path, epoch: int) -> Path:
-    return run_dir / "epochs" / f"epoch_{epoch:03d}"
+def _epoch_dir(run_dir: Path | str, epoch: int) -> str:
+    return storage.join(run_dir, "epochs", f"epoch_{epoch:03d}")
+
+
+def _save_array(location: str, array: np.ndarray) -> None:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    storage.write_bytes(location, buffer.getvalue())
+
+
+def _load_array(location: str) -> np.ndarray:
+    return np.load(io.BytesIO(storage.read_bytes(location)))
 
 
 def _encode(model: str, texts: list[str], config: ShuffleDivideConfig) -> np.ndarray:
@@ -228,7 +263,7 @@ def _epoch_pairs(epoch: int, train_docs: Documents, state: dict[str, Any], confi
                                 min_units=config.min_units, ids=train_docs.ids, groups=groups)
 
 
-def _training_groups(epoch: int, previous_model: str, train_docs: Documents, k: int, run_dir: Path,
+def _training_groups(epoch: int, previous_model: str, train_docs: Documents, k: int, run_dir: Path | str,
                      config: ShuffleDivideConfig) -> np.ndarray:
     """Each training document's cluster under the previous epoch's model, for ``negatives=other_clusters``.
 
@@ -237,17 +272,17 @@ def _training_groups(epoch: int, previous_model: str, train_docs: Documents, k: 
     their own. Saved in the epoch's folder, so a resumed epoch trains on the same groups.
     """
     if config.train_documents is None:
-        return np.load(_epoch_dir(run_dir, epoch - 1) / "assignments.npy")
-    path = _epoch_dir(run_dir, epoch) / "train_groups.npy"
-    if not path.is_file():
+        return _load_array(storage.join(_epoch_dir(run_dir, epoch - 1), "assignments.npy"))
+    path = storage.join(_epoch_dir(run_dir, epoch), "train_groups.npy")
+    if not storage.is_file(path):
         embeddings = _encode(previous_model, train_docs.texts, config)
         result = spherical_kmeans(embeddings, k, seed=config.train.seed, niter=config.kmeans_niter,
                                   nredo=config.kmeans_nredo)
-        np.save(path, result.assignments)
-    return np.load(path)
+        _save_array(path, result.assignments)
+    return _load_array(path)
 
 
-def _train_epoch(epoch: int, previous_model: str, pairs: list[dict[str, str]], run_dir: Path,
+def _train_epoch(epoch: int, previous_model: str, pairs: list[dict[str, str]], run_dir: str,
                  config: ShuffleDivideConfig) -> dict[str, Any]:
     import ray.data
 
@@ -263,8 +298,9 @@ def _train_epoch(epoch: int, previous_model: str, pairs: list[dict[str, str]], r
     if grouped:
         train.group_column = "group"
     dataset = ray.data.from_items([{c: p[c] for c in columns} for p in pairs])
-    result = fit(dataset, train, OutputConfig(storage_path=str(run_dir / "train"), name=f"epoch_{epoch:03d}"),
-                 rows=len(pairs), export_model_to=_epoch_dir(run_dir, epoch) / "model")
+    output = OutputConfig(storage_path=storage.join(run_dir, "train"), name=f"epoch_{epoch:03d}")
+    result = fit(dataset, train, output, rows=len(pairs),
+                 export_model_to=storage.join(_epoch_dir(run_dir, epoch), "model"))
     if result.model_path is None:
         raise RuntimeError(f"epoch {epoch}: training finished without a checkpoint to export")
     losses = [h["loss"] for h in result.history if "loss" in h and "rows_trained" not in h]
@@ -280,14 +316,14 @@ def _train_epoch(epoch: int, previous_model: str, pairs: list[dict[str, str]], r
 # ---------------------------------------------------------------- the job
 
 def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
-    """Run (or resume) the job; returns the summary also written to ``metrics.json``."""
-    if "://" in config.output.storage_path:
-        raise ValueError("shuffle_divide writes to a local (or mounted shared) folder: set output.storage_path "
-                         "to a path, not a URI")
+    """Run (or resume) the job; returns the summary also written to ``metrics.json``.
+
+    ``output.storage_path`` is a local folder or a URI; everything the run writes goes there.
+    """
     timings: dict[str, float] = {}
     started = time.perf_counter()
-    run_dir = Path(config.output.run_dir())
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = config.output.run_dir()  # a local folder (absolute) or a URI
+    storage.check_writable(run_dir)
 
     t = time.perf_counter()
     docs, docs_path = load_source(config.documents, config.data_dir, config.train.seed)
@@ -305,8 +341,8 @@ def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
           f"{dict(docs.skipped) or 'none'}); {len(train_docs)} to train on; k={k}", flush=True)
 
     state: dict[str, Any] = {}
-    pairs_file = run_dir / "pairs.json"
-    pair_stats: dict[str, Any] = json.loads(pairs_file.read_text()) if pairs_file.is_file() else {}
+    pairs_file = storage.join(run_dir, "pairs.json")
+    pair_stats: dict[str, Any] = storage.read_json(pairs_file) if storage.is_file(pairs_file) else {}
 
     rows: list[dict[str, Any]] = []
     model = config.train.encoder.model
@@ -320,21 +356,21 @@ def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
 
     for epoch in range(config.epochs + 1):
         epoch_dir = _epoch_dir(run_dir, epoch)
-        scores_file = epoch_dir / "scores.json"
-        if scores_file.is_file():
-            row = json.loads(scores_file.read_text())
+        scores_file = storage.join(epoch_dir, "scores.json")
+        if storage.is_file(scores_file):
+            row = storage.read_json(scores_file)
             print(f"[shuffle_divide] epoch {epoch}: done before, skipped", flush=True)
             if "tfidf_silhouette" not in row:  # scored before this score existed
-                row["tfidf_silhouette"] = _tfidf_silhouette(np.load(epoch_dir / "assignments.npy"),
-                                                            reference(), config)
+                saved = _load_array(storage.join(epoch_dir, "assignments.npy"))
+                row["tfidf_silhouette"] = _tfidf_silhouette(saved, reference(), config)
                 write_json_atomic(scores_file, row)
         else:
-            epoch_dir.mkdir(parents=True, exist_ok=True)
             row = {"epoch": epoch}
             if epoch > 0:
                 t = time.perf_counter()
-                train_file = epoch_dir / "train.json"
-                if not (train_file.is_file() and (epoch_dir / "model" / "modules.json").is_file()):
+                train_file = storage.join(epoch_dir, "train.json")
+                trained = storage.is_file(storage.join(epoch_dir, "model", "modules.json"))
+                if not (trained and storage.is_file(train_file)):
                     if not state:
                         pair_stats = _prepare_training(train_docs, state, config, timings)
                         write_json_atomic(pairs_file, pair_stats)
@@ -342,16 +378,16 @@ def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
                               if config.negatives == "other_clusters" else None)
                     pairs = _epoch_pairs(epoch, train_docs, state, config, groups)
                     write_json_atomic(train_file, _train_epoch(epoch, model, pairs, run_dir, config))
-                row.update(json.loads(train_file.read_text()))
+                row.update(storage.read_json(train_file))
                 timings[f"train_{epoch}"] = time.perf_counter() - t
             t = time.perf_counter()
-            epoch_model = str(epoch_dir / "model") if epoch > 0 else model
+            epoch_model = storage.join(epoch_dir, "model") if epoch > 0 else model
             embeddings = _encode(epoch_model, docs.texts, config)
             assignments, scores = _cluster_and_score(embeddings, docs, k, config)
             scores["tfidf_silhouette"] = _tfidf_silhouette(assignments, reference(), config)
             row.update(scores, model=epoch_model, encode_cluster_s=time.perf_counter() - t)
-            np.save(epoch_dir / "embeddings.npy", embeddings)
-            np.save(epoch_dir / "assignments.npy", assignments)
+            _save_array(storage.join(epoch_dir, "embeddings.npy"), embeddings)
+            _save_array(storage.join(epoch_dir, "assignments.npy"), assignments)
             write_json_atomic(scores_file, row)  # last: its presence marks the epoch complete
         rows.append(row)
         print(f"[shuffle_divide] epoch {epoch}: " + ", ".join(
@@ -365,13 +401,13 @@ def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
     return summary
 
 
-def _drop_stale_models(run_dir: Path, rows: list[dict[str, Any]], select_by: str) -> None:
+def _drop_stale_models(run_dir: str, rows: list[dict[str, Any]], select_by: str) -> None:
     """Delete epoch models that are neither the best so far by ``select_by`` nor the next epoch's start."""
     best = _best(rows, select_by)
     keep = {rows[-1]["epoch"], best["epoch"] if best else None}
     for row in rows[1:]:
         if row["epoch"] not in keep:
-            shutil.rmtree(_epoch_dir(run_dir, row["epoch"]) / "model", ignore_errors=True)
+            storage.delete(storage.join(_epoch_dir(run_dir, row["epoch"]), "model"))
 
 
 def _best(rows: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
@@ -379,11 +415,23 @@ def _best(rows: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
     return max(scored, key=lambda r: (r[key], -r["epoch"])) if scored else None
 
 
-def _finish(rows: list[dict[str, Any]], docs: Documents, docs_path: Path, train_path: Path,
-            train_docs: Documents, k: int, pair_stats: dict[str, Any], run_dir: Path,
+def _publish_model(source: str, destination: str) -> None:
+    """Copy the chosen epoch's model to the run's ``model/`` (locally through a temporary folder and a rename)."""
+    if storage.is_uri(destination):
+        storage.copy_tree(source, destination)
+        return
+    target = Path(destination)
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(source, tmp)
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.rename(target)
+
+
+def _finish(rows: list[dict[str, Any]], docs: Documents, docs_path: Path | str, train_path: Path | str,
+            train_docs: Documents, k: int, pair_stats: dict[str, Any], run_dir: str,
             config: ShuffleDivideConfig, timings: dict[str, float], started: float) -> dict[str, Any]:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from contrastext import plots
 
@@ -392,37 +440,41 @@ def _finish(rows: list[dict[str, Any]], docs: Documents, docs_path: Path, train_
     best_acc = _best(rows, "acc")
     best_silhouette = _best(rows, "silhouette") or rows[-1]
     best_dir = _epoch_dir(run_dir, best["epoch"])
-    embeddings = np.load(best_dir / "embeddings.npy")
-    assignments = np.load(best_dir / "assignments.npy")
+    embeddings = _load_array(storage.join(best_dir, "embeddings.npy"))
+    assignments = _load_array(storage.join(best_dir, "assignments.npy"))
 
-    model_dir = run_dir / "model"
+    model_dir = storage.join(run_dir, "model")
     if best["epoch"] > 0:
-        tmp = run_dir / "model.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(best_dir / "model", tmp)
-        shutil.rmtree(model_dir, ignore_errors=True)
-        tmp.rename(model_dir)
+        _publish_model(storage.join(best_dir, "model"), model_dir)
     else:
-        shutil.rmtree(model_dir, ignore_errors=True)  # training did not beat the untrained encoder
+        storage.delete(model_dir)  # training did not beat the untrained encoder
 
     table = {"id": docs.ids, "cluster": assignments.astype(np.int32)}
     if docs.labels is not None:
         table["label"] = docs.labels
-    tmp_parquet = run_dir / "assignments.parquet.tmp"
-    pq.write_table(pa.table(table), tmp_parquet)
-    tmp_parquet.rename(run_dir / "assignments.parquet")
+    storage.write_parquet(pa.table(table), storage.join(run_dir, "assignments.parquet"))
 
-    plot_dir = run_dir / "plots"
-    keys = [key for key in _SCORE_KEYS if any(r.get(key) is not None for r in rows)]
-    metrics_png = plots.metric_lines(rows, "epoch", keys, plot_dir / "metrics_per_epoch.png",
-                                     "Clustering scores per epoch (epoch 0: before training)")
-    points = plots.project_2d(embeddings, config.projection, seed=config.train.seed)
-    clusters_png = plots.scatter_2d(points, [f"cluster {c}" for c in assignments], plot_dir / "clusters_2d.png",
-                                    f"Epoch {best['epoch']} embeddings ({config.projection}), by cluster")
-    labels_png = None
-    if docs.labels is not None:
-        labels_png = plots.scatter_2d(points, docs.labels, plot_dir / "labels_2d.png",
-                                      f"Epoch {best['epoch']} embeddings ({config.projection}), by label")
+    # figures are drawn into a local folder: the run's own, or a temporary one uploaded to a URI run folder
+    remote = storage.is_uri(run_dir)
+    plot_dir = Path(tempfile.mkdtemp(prefix="shuffle-divide-plots-")) if remote else Path(run_dir) / "plots"
+    try:
+        keys = [key for key in _SCORE_KEYS if any(r.get(key) is not None for r in rows)]
+        metrics_png = plots.metric_lines(rows, "epoch", keys, plot_dir / "metrics_per_epoch.png",
+                                         "Clustering scores per epoch (epoch 0: before training)")
+        points = plots.project_2d(embeddings, config.projection, seed=config.train.seed)
+        clusters_png = plots.scatter_2d(points, [f"cluster {c}" for c in assignments], plot_dir / "clusters_2d.png",
+                                        f"Epoch {best['epoch']} embeddings ({config.projection}), by cluster")
+        labels_png = None
+        if docs.labels is not None:
+            labels_png = plots.scatter_2d(points, docs.labels, plot_dir / "labels_2d.png",
+                                          f"Epoch {best['epoch']} embeddings ({config.projection}), by label")
+        if remote:
+            for figure in (metrics_png, clusters_png, labels_png):
+                if figure is not None:
+                    storage.upload_file(figure, storage.join(run_dir, "plots", Path(figure).name))
+    finally:
+        if remote:
+            shutil.rmtree(plot_dir, ignore_errors=True)
     timings["report"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - started
 
@@ -439,13 +491,13 @@ def _finish(rows: list[dict[str, Any]], docs: Documents, docs_path: Path, train_
                                **{key: best_silhouette.get(key) for key in _SCORE_KEYS}},
         "best_by_acc": ({"epoch": best_acc["epoch"], **{key: best_acc.get(key) for key in _SCORE_KEYS}}
                         if best_acc else None),
-        "model_path": str(model_dir) if best["epoch"] > 0 else config.train.encoder.model,
+        "model_path": model_dir if best["epoch"] > 0 else config.train.encoder.model,
         "timings_s": timings,
     }
     if best_acc is not None:
         summary["acc_lost_by_label_free_selection"] = best_acc["acc"] - best["acc"]
-    write_json_atomic(run_dir / "metrics.json", summary)
-    inputs = {str(p): file_checksum(p) for p in {docs_path, train_path} if p.is_file()}
+    write_json_atomic(storage.join(run_dir, "metrics.json"), summary)
+    inputs = {str(p): storage.file_signature(p) for p in {docs_path, train_path} if storage.is_file(p)}
     write_manifest(run_dir, job="shuffle_divide", config=config, inputs=inputs, timings=timings,
                    counts={"documents": len(docs), "train_documents": len(train_docs),
                            "pairs_per_epoch": pair_stats.get("pairs"), "epochs": len(rows) - 1,
@@ -466,7 +518,7 @@ def summary_table(summary: dict[str, Any]) -> str:
     return format_table(rows, headers=["epoch", "chosen", "train loss", *keys])
 
 
-def _write_report(run_dir: Path, summary: dict[str, Any], table: str, *figures: Path | None) -> None:
+def _write_report(run_dir: str, summary: dict[str, Any], table: str, *figures: Path | None) -> None:
     best, best_acc = summary["selected"], summary["best_by_acc"]
     lines = [
         "# Shuffle & Divide clustering", "",
@@ -481,5 +533,5 @@ def _write_report(run_dir: Path, summary: dict[str, Any], table: str, *figures: 
         lines.append(f"- best epoch by ACC: {best_acc['epoch']} (ACC {best_acc['acc']:.4f}); label-free "
                      f"selection loses {summary['acc_lost_by_label_free_selection']:.4f} ACC")
     lines += ["", "```", table, "```", ""]
-    lines += [f"![{f.stem}](plots/{f.name})" for f in figures if f is not None]
-    (run_dir / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    lines += [f"![{Path(f).stem}](plots/{Path(f).name})" for f in figures if f is not None]
+    storage.write_text(storage.join(run_dir, "report.md"), "\n".join(lines) + "\n")
