@@ -80,8 +80,9 @@ def test_pretrain_then_finetune_write_models_reports_and_metrics(ray_session, ti
     assert json.loads((run_dir / "manifest.json").read_text())["counts"]["steps"] == 2
     assert "positive pairs" in (run_dir / "report.md").read_text()
 
-    tuned = run_uctopic(_config(tmp_path, summary["model_path"], "finetune", **{
-        "finetune.data.conll": str(conll), "finetune.central_fraction": 0.5, "train.max_steps": 2}))
+    finetune = _config(tmp_path, summary["model_path"], "finetune", **{
+        "finetune.data.conll": str(conll), "finetune.central_fraction": 0.5, "train.max_steps": 2})
+    tuned = run_uctopic(finetune)
     assert tuned["k"] == 3 and tuned["steps"] == 2 and tuned["pairs"] > 0
     assert tuned["labelled_instances"] > 0 and 0.0 <= tuned["pseudo_label_acc"] <= 1.0
     assert set(tuned["clustering_before"]) >= {"nmi", "acc"} and set(tuned["clustering_after"]) >= {"nmi", "acc"}
@@ -90,6 +91,13 @@ def test_pretrain_then_finetune_write_models_reports_and_metrics(ray_session, ti
     before = PhraseEncoder.from_pretrained(summary["model_path"]).encode(spans)
     after = PhraseEncoder.from_pretrained(tuned["model_path"]).encode(spans)
     assert not np.allclose(before, after)
+
+    # finished stages leave done.json: the same stage again is skipped
+    assert (Path(tuned["run_dir"]) / "done.json").is_file()
+    capsys.readouterr()
+    saved = json.loads((Path(tuned["run_dir"]) / "metrics.json").read_text())
+    assert run_uctopic(finetune) == {**saved, "run_dir": tuned["run_dir"]}
+    assert "finetune: done in an earlier run with these settings, skipped" in capsys.readouterr().out
 
 
 def test_mine_reads_a_folder_of_text_files(tiny_encoder_dir, tmp_path):

@@ -41,6 +41,15 @@ class PhraseEncoder(nn.Module):
     @classmethod
     def from_pretrained(cls, spec: str | os.PathLike[str] = DEFAULT_MODEL, *, max_length: int | None = None,
                         device: str | torch.device | None = None, allow_download: bool = False) -> "PhraseEncoder":
+        """Load a phrase encoder from a folder, a URI of a folder an earlier stage saved, or a model spec."""
+        from contrastext import storage
+
+        if storage.is_uri(spec) and not str(spec).startswith("file://"):
+            with storage.local_copy(spec) as local:
+                return cls.from_pretrained(local, max_length=max_length, device=device,
+                                           allow_download=allow_download)
+        if str(spec).startswith("file://"):
+            spec = storage.resolve(spec)[1]
         folder = resolve_model_path(spec, allow_download=allow_download)
         encoder = TextEncoder.from_pretrained(folder, max_length=max_length, device="cpu")
         return cls(encoder).to(pick_device(device)).eval()

@@ -2,14 +2,20 @@
 
 Every stage prints a table, writes ``metrics.json``, ``report.md`` and ``manifest.json`` into
 ``<output.storage_path>/<output.name>-<stage>``; the training stages also export the phrase encoder to
-``model/`` there (the folder the next stage's ``model`` names).
+``model/`` there (the folder the next stage's ``model`` names). ``output.storage_path`` may be a local folder
+or a URI (``s3://bucket/runs``), and so may every input file and model.
+
+A finished training stage leaves ``done.json`` (the settings it ran with) beside its outputs: run again with
+the same settings and the stage is skipped, its ``metrics.json`` returned; with other settings it runs again.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -19,13 +25,16 @@ import numpy as np
 
 from contrastext import storage
 from contrastext.config import OutputConfig
-from contrastext.manifest import file_checksum, write_json_atomic, write_manifest
+from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.report import format_table
 from contrastext.uctopic.config import EntityEvalSettings, TopicSettings, UCTopicConfig
 from contrastext.uctopic.phrases import PhraseInstance
 
 log = logging.getLogger(__name__)
 STAGES = ("pretrain", "finetune", "mine", "evaluate")
+DONE_FILE = "done.json"
+# settings that change how a training stage runs, not what it produces
+_RUN_ONLY_TRAIN_SETTINGS = ("scaling", "max_failures", "keep_checkpoints", "log_every_steps")
 
 
 def _say(message: str) -> None:
@@ -141,6 +150,9 @@ def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
     started = time.perf_counter()
     output = _stage_output(config)
     run_dir = output.run_dir()
+    done = _finished_before(config, run_dir)
+    if done is not None:
+        return done
     settings = config.pretrain
     pages, source = iter_wiki_pages(settings)
     instances = list(wiki_link_instances(pages, min_sentence_words=settings.min_sentence_words))
@@ -191,8 +203,9 @@ def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
     rows_table += _entity_rows(before, after, config.evaluation)
     rows_table += [["time (s): train / total", f"{timings['train']:.1f} / {timings['total']:.1f}"],
                    ["model", result.model_path or "-"]]
-    return _finish(config, run_dir, summary, rows_table, counts={"pairs": len(rows), "steps": result.steps},
-                   timings=timings, inputs=_checksums([settings.dump, settings.pages, config.evaluation.conll]))
+    summary = _finish(config, run_dir, summary, rows_table, counts={"pairs": len(rows), "steps": result.steps},
+                      timings=timings, inputs=_checksums([settings.dump, settings.pages, config.evaluation.conll]))
+    return _mark_done(config, run_dir, summary)
 
 
 def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
@@ -209,6 +222,9 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
     started = time.perf_counter()
     output = _stage_output(config)
     run_dir = output.run_dir()
+    done = _finished_before(config, run_dir)
+    if done is not None:
+        return done
     settings = config.finetune
     loaded = load_phrase_source(settings.data, config.seed)
     instances = loaded.instances
@@ -277,10 +293,11 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
     table += [["informativeness / diversity", f"{quality['informativeness']:.3f} / {quality['diversity']:.3f}"],
               ["time (s): train / total", f"{timings['train']:.1f} / {timings['total']:.1f}"],
               ["model", result.model_path or "-"]]
-    return _finish(config, run_dir, summary, table, counts={"instances": len(instances), "pairs": len(rows),
-                                                            "steps": result.steps},
-                   timings=timings, inputs=_checksums([settings.data.conll, config.evaluation.conll]),
-                   topics=topic_rows)
+    summary = _finish(config, run_dir, summary, table,
+                      counts={"instances": len(instances), "pairs": len(rows), "steps": result.steps},
+                      timings=timings, inputs=_checksums([settings.data.conll, config.evaluation.conll]),
+                      topics=topic_rows)
+    return _mark_done(config, run_dir, summary)
 
 
 def run_mine(config: UCTopicConfig) -> dict[str, Any]:
@@ -302,14 +319,13 @@ def run_mine(config: UCTopicConfig) -> dict[str, Any]:
                                      config.seed)
     timings["cluster"] = time.perf_counter() - t
     topic_rows, quality = topic_report(mined, loaded.instances)
-    if settings.plot and storage.is_uri(run_dir) is False:
+    if settings.plot:
         from contrastext import plots
 
         sample = np.random.default_rng(config.seed).permutation(len(embeddings))[:3000]
-        Path(run_dir).mkdir(parents=True, exist_ok=True)
-        plots.scatter_2d(plots.project_2d(embeddings[sample], "pca", seed=config.seed),
-                         clustering.result.assignments[sample], Path(run_dir) / "topics_pca.png",
-                         f"phrase instances by topic (k={clustering.k})")
+        points = plots.project_2d(embeddings[sample], "pca", seed=config.seed)
+        _write_figure(run_dir, "topics_pca.png", lambda path: plots.scatter_2d(
+            points, clustering.result.assignments[sample], path, f"phrase instances by topic (k={clustering.k})"))
     timings["total"] = time.perf_counter() - started
     summary = {"stage": "mine", "source": loaded.source, "model": config.model, "extractor": loaded.extractor,
                "counts": loaded.counts, "n_topics": clustering.k, "silhouette": clustering.silhouette,
@@ -369,13 +385,67 @@ def _final_loss(result) -> float | None:
 
 
 def _checksums(paths: Sequence[str | None]) -> dict[str, str]:
-    return {p: file_checksum(p) for p in paths if p and Path(p).is_file()}
+    """sha256 of each local input file; size and modification time of one on a store."""
+    return {p: storage.file_signature(p) for p in dict.fromkeys(paths) if p and storage.is_file(p)}
+
+
+def _write_figure(run_dir: str, name: str, draw) -> None:
+    """``draw(local_path)`` into the run folder; for a URI run folder, into a temporary file then uploaded."""
+    if not storage.is_uri(run_dir):
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        draw(Path(run_dir) / name)
+        return
+    with tempfile.TemporaryDirectory(prefix="uctopic-plot-") as tmp:
+        local = Path(tmp) / name
+        draw(local)
+        storage.upload_file(local, storage.join(run_dir, name))
+
+
+def _stage_settings(config: UCTopicConfig) -> dict[str, Any]:
+    """What a training stage's outputs depend on: the model, its own settings, training, evaluation."""
+    dumped = config.model_dump(mode="json")
+    train = {k: v for k, v in dumped["train"].items() if k not in _RUN_ONLY_TRAIN_SETTINGS}
+    return {"model": config.model, "max_length": config.max_length, "seed": config.seed,
+            config.stage: dumped[config.stage], "train": train, "evaluation": dumped["evaluation"]}
+
+
+def _differences(old: Any, new: Any, path: str = "") -> list[str]:
+    """Settings that differ; a key only one side has is a setting added since, whose default is what ran."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for k in old.keys() & new.keys() for d in _differences(old[k], new[k], f"{path}.{k}")]
+    return [] if old == new else [path.lstrip(".") or "."]
+
+
+def _finished_before(config: UCTopicConfig, run_dir: str) -> dict[str, Any] | None:
+    """The summary of this stage when an earlier run finished it with the same settings; None: run it."""
+    marker, metrics = storage.join(run_dir, DONE_FILE), storage.join(run_dir, "metrics.json")
+    if not (storage.is_file(marker) and storage.is_file(metrics)):
+        return None
+    changed = _differences(storage.read_json(marker).get("settings") or {},
+                           json.loads(json.dumps(_stage_settings(config))))
+    if changed:
+        _say(f"{config.stage}: {run_dir} was made with other settings ({', '.join(sorted(changed)[:5])}): "
+             f"running the stage again")
+        return None
+    summary = storage.read_json(metrics)
+    _say(f"{config.stage}: done in an earlier run with these settings, skipped ({run_dir}; delete its "
+         f"{DONE_FILE} to run it again)")
+    summary["run_dir"] = run_dir
+    return summary
+
+
+def _mark_done(config: UCTopicConfig, run_dir: str, summary: dict[str, Any]) -> dict[str, Any]:
+    """Written last: its presence means every output of the stage is in place."""
+    write_json_atomic(storage.join(run_dir, DONE_FILE), {
+        "stage": config.stage, "settings": _stage_settings(config),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    return summary
 
 
 def _entity_rows(before: dict | None, after: dict | None, settings: EntityEvalSettings) -> list[list[Any]]:
     if not before and not after:
         return []
-    name = Path(settings.conll).name if settings.conll else "entities"
+    name = storage.name(settings.conll) if settings.conll else "entities"
     rows = []
     for metric in ("nmi", "acc"):
         b = f"{before[metric]:.4f}" if before else "-"

@@ -8,12 +8,15 @@
 
 from __future__ import annotations
 
+import io
 import random
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import IO, Iterable, Iterator, Sequence
+
+from contrastext import storage
 
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n+")
 
@@ -209,10 +212,11 @@ def read_conll_entities(path: str | Path, labels: Sequence[str] | None = None,
     """Entities of a CoNLL-2003-style file (token first column, IOB1/IOB2 tag last column) as instances.
 
     The sentence text is its tokens joined by spaces; ``label`` is the entity type; ``key`` the lowercased
-    mention. ``labels`` keeps only those types. Malformed lines are counted in ``stats.skipped``.
+    mention. ``labels`` keeps only those types. Malformed lines are counted in ``stats.skipped``. ``path`` is a
+    local file or a URI (``s3://…``).
     """
-    source = Path(path)
-    if not source.is_file():
+    source = path if storage.is_uri(path) else Path(path)
+    if not storage.is_file(source):
         raise FileNotFoundError(f"CoNLL file {source} does not exist")
     stats = stats if stats is not None else ConllStats()
     wanted = set(labels) if labels else None
@@ -231,7 +235,7 @@ def read_conll_entities(path: str | Path, labels: Sequence[str] | None = None,
                                           document=stats.sentences - 1))
         tokens.clear()
 
-    with open(source, encoding="utf-8", errors="replace") as f:
+    with _open_text(source) as f:
         for line in f:
             parts = line.split()
             if not parts:
@@ -251,6 +255,13 @@ def read_conll_entities(path: str | Path, labels: Sequence[str] | None = None,
         raise ValueError(f"{source}: no entities{f' of types {sorted(wanted)}' if wanted else ''} found "
                          f"(skipped lines: {dict(stats.skipped) or 'none'})")
     return out
+
+
+def _open_text(source: str | Path) -> IO[str]:
+    """A local text file opened for reading, or the text of a URI (read whole) as a file."""
+    if storage.is_uri(source):
+        return io.StringIO(storage.read_bytes(source).decode("utf-8", errors="replace"))
+    return open(source, encoding="utf-8", errors="replace")
 
 
 def _conll_sentence(tokens: list[tuple[str, str]]) -> tuple[str, list[tuple[int, int, str]]]:

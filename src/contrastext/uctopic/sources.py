@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from contrastext import storage
 from contrastext.uctopic.config import PhraseSource, PretrainSettings
 from contrastext.uctopic.phrases import ConllStats, PhraseInstance, read_conll_entities
 
@@ -35,10 +36,15 @@ def load_document_texts(location: str | Path, *, text_column: str = "text", titl
     A ``.jsonl``/``.csv``/``.tsv``/``.parquet`` file (optionally .gz) holds one document a record
     (``text_column``); a ``.txt`` file holds one document a non-empty line; a folder holds such files (each
     ``.txt``/``.md`` file of a folder is one document). Unusable records are counted in ``skipped``.
+    ``location`` may be a URI (``s3://…``): it is read from a temporary local copy, and ``files`` names the
+    files by their URIs.
     """
+    if storage.is_uri(location) and not str(location).startswith("file://"):
+        return _load_remote_texts(str(location), text_column=text_column, title_column=title_column,
+                                  max_documents=max_documents)
     from contrastext.data.documents import load_documents
 
-    source = Path(location)
+    source = Path(storage.resolve(location)[1]) if storage.is_uri(location) else Path(location)
     if not source.exists():
         raise FileNotFoundError(f"documents {source} do not exist")
     out = LoadedDocuments([], [])
@@ -85,6 +91,21 @@ def load_document_texts(location: str | Path, *, text_column: str = "text", titl
     if not out.texts:
         raise ValueError(f"{source}: no usable documents (skipped: {dict(out.skipped) or 'none'})")
     return out
+
+
+def _load_remote_texts(location: str, **options) -> LoadedDocuments:
+    try:
+        folder = storage.is_dir(location)
+        found = folder or storage.is_file(location)
+    except OSError as error:
+        raise FileNotFoundError(f"documents {location} cannot be read ({error})") from error
+    if not found:
+        raise FileNotFoundError(f"documents {location} do not exist")
+    with (storage.local_copy(location) if folder else storage.local_file(location)) as local:
+        loaded = load_document_texts(local, **options)
+        prefix = str(local)
+        loaded.files = [location + f[len(prefix):] if f.startswith(prefix) else f for f in loaded.files]
+    return loaded
 
 
 @dataclass
@@ -134,7 +155,9 @@ def iter_wiki_pages(settings: PretrainSettings) -> tuple[Iterator, str]:
     if settings.pages:
         import pyarrow.dataset as pads
 
-        table = pads.dataset(settings.pages, format="json" if settings.pages.endswith((".jsonl", ".json"))
+        filesystem, path = storage.resolve(settings.pages)  # a local file or folder, or a URI
+        table = pads.dataset(path, filesystem=filesystem,
+                             format="json" if settings.pages.endswith((".jsonl", ".json"))
                              else "parquet").to_table(columns=["text", "links"])
         rows = iter(table.to_pylist())
         return islice(rows, settings.max_pages), settings.pages

@@ -1,0 +1,148 @@
+"""The UCTopic stages with their inputs, models and outputs on an S3 bucket (moto server, local Ray)."""
+
+import json
+
+import pytest
+
+from contrastext import storage
+from contrastext.config import load_config
+from contrastext.uctopic.config import UCTopicConfig
+from contrastext.uctopic.job import _finished_before, run_uctopic
+from contrastext.uctopic.mlm import MLM_HEAD_WEIGHTS
+
+PEOPLE = ["John Smith", "Maria Lopez", "Ahmed Khan", "Li Wei"]
+PLACES = ["Paris", "New York", "Berlin", "Cairo"]
+ORGS = ["Reuters", "United Nations", "Ford", "Barclays"]
+TEMPLATES = ["{p} said on Monday that {o} would open an office in {l} .",
+             "{o} hired {p} to lead its team in {l} .",
+             "In {l} , {p} met officials from {o} ."]
+TOPIC_TEXTS = {"sport": "The striker scored a late goal and the football club won the league title.",
+               "money": "The central bank raised interest rates and the stock market fell sharply.",
+               "tech": "The new smartphone has a faster chip and the battery life is longer."}
+
+
+def _conll() -> str:
+    lines = ["-DOCSTART- -X- O O", ""]
+    for i in range(24):
+        p, l, o = PEOPLE[i % 4], PLACES[(i // 4) % 4], ORGS[(i + 1) % 4]
+        entity_of = {w: "PER" for w in p.split()} | {w: "LOC" for w in l.split()} | {w: "ORG" for w in o.split()}
+        for token in TEMPLATES[i % 3].format(p=p, l=l, o=o).split():
+            lines.append(f"{token} NN I-NP {'I-' + entity_of[token] if token in entity_of else 'O'}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _pages() -> str:
+    rows = []
+    for i in range(12):
+        place, person = PLACES[i % 4], PEOPLE[(i + 1) % 4]
+        text = f"{person} travelled to {place} in the spring of year {1990 + i}. The visit was long."
+        links = [{"target": person, "start": 0, "end": len(person)},
+                 {"target": place, "start": text.index(place), "end": text.index(place) + len(place)}]
+        rows.append({"title": f"Page {i}", "text": text, "links": links})
+    return "\n".join(json.dumps(r) for r in rows)
+
+
+def _config(bucket: str, model: str, stage: str, **sets) -> UCTopicConfig:
+    overrides = [f"stage={stage}", f"model={model}", f"output.storage_path={bucket}/runs",
+                 "max_length=32", "train.batch_size=8", "train.log_every_steps=1"]
+    overrides += [f"{k}={v}" for k, v in sets.items()]
+    return load_config(UCTopicConfig, None, overrides)
+
+
+def _files(run_dir: str) -> set[str]:
+    return {f[len(run_dir) + 1:] for f in storage.list_files(run_dir, recursive=True)}
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_pretrain_and_finetune_on_a_bucket_and_a_finished_finetune_is_skipped(
+        ray_session, s3_bucket, tiny_encoder_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # a relative local folder written by mistake would appear here
+    conll = storage.write_text(f"{s3_bucket}/data/mini.conll", _conll())
+    pages = storage.write_text(f"{s3_bucket}/data/pages.jsonl", _pages())
+    model = storage.copy_tree(tiny_encoder_dir, f"{s3_bucket}/models/tiny")
+
+    pretrain = _config(s3_bucket, model, "pretrain", **{
+        "pretrain.pages": pages, "evaluation.conll": conll, "train.max_steps": 2,
+        "train.loss.params.mlm_weight": 0.1})
+    summary = run_uctopic(pretrain)
+    pretrain_dir = f"{s3_bucket}/runs/uctopic-pretrain"
+    assert summary["run_dir"] == pretrain_dir and summary["model_path"] == f"{pretrain_dir}/model"
+    assert summary["link_mentions"] == 24 and summary["steps"] == 2
+    assert summary["entity_clustering_after"]["instances"] == 72
+    files = _files(pretrain_dir)
+    for name in ("metrics.json", "report.md", "manifest.json", "done.json", "pairs.parquet", "history.jsonl",
+                 "model/phrase_encoder.json", "model/modules.json", f"model/{MLM_HEAD_WEIGHTS}"):
+        assert name in files, name
+    manifest = storage.read_json(f"{pretrain_dir}/manifest.json")
+    assert set(manifest["inputs"]) == {pages, conll} and manifest["inputs"][conll].startswith("size:")
+
+    finetune = _config(s3_bucket, summary["model_path"], "finetune", **{
+        "finetune.data.conll": conll, "finetune.central_fraction": 0.5, "train.max_steps": 2})
+    tuned = run_uctopic(finetune)
+    run_dir = f"{s3_bucket}/runs/uctopic-finetune"
+    assert tuned["run_dir"] == run_dir and tuned["model_path"] == f"{run_dir}/model"
+    assert tuned["k"] == 3 and tuned["steps"] == 2 and tuned["pairs"] > 0 and len(tuned["topics"]) == 3
+    assert tuned["source"] == conll and tuned["counts"]["instances"] == 72
+    files = _files(run_dir)
+    for name in ("metrics.json", "report.md", "manifest.json", "done.json", "history.jsonl",
+                 "model/phrase_encoder.json", "model/modules.json"):
+        assert name in files, name
+    checkpoints = sorted(f for f in files if f.startswith("checkpoint_"))
+    assert checkpoints
+    metrics = storage.read_json(f"{run_dir}/metrics.json")
+    assert metrics["steps"] == 2 and metrics["model_path"] == f"{run_dir}/model"
+    assert "## Topics" in storage.read_text(f"{run_dir}/report.md")
+    assert storage.read_json(f"{run_dir}/done.json")["settings"]["model"] == f"{pretrain_dir}/model"
+    assert not (tmp_path / "runs").exists() and not list(tmp_path.iterdir())
+
+    # the same stage again: skipped from its marker on the bucket, nothing retrained or rewritten
+    marker = storage.read_bytes(f"{run_dir}/done.json")
+    capsys.readouterr()
+    again = run_uctopic(finetune)
+    assert "finetune: done in an earlier run with these settings, skipped" in capsys.readouterr().out
+    assert again == {**metrics, "run_dir": run_dir}
+    assert sorted(f for f in _files(run_dir) if f.startswith("checkpoint_")) == checkpoints
+    assert storage.read_bytes(f"{run_dir}/done.json") == marker
+    # other settings: the marker is not trusted
+    changed = finetune.model_copy(update={"finetune": finetune.finetune.model_copy(
+        update={"central_fraction": 0.4})})
+    assert _finished_before(changed, run_dir) is None
+    assert "finetune.central_fraction" in capsys.readouterr().out
+    # a setting that only changes how training runs keeps the marker valid
+    scaled = finetune.model_copy(update={"train": finetune.train.model_copy(update={"max_failures": 3})})
+    assert _finished_before(scaled, run_dir) is not None
+    assert not list(tmp_path.iterdir())
+
+
+def test_mine_and_evaluate_read_and_write_on_a_bucket(s3_bucket, tiny_encoder_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for i in range(6):
+        for name, text in TOPIC_TEXTS.items():
+            storage.write_text(f"{s3_bucket}/docs/{name}{i}.txt", text)
+    storage.write_bytes(f"{s3_bucket}/docs/notes.bin", b"\x00")
+    model = storage.copy_tree(tiny_encoder_dir, f"{s3_bucket}/models/tiny")
+    summary = run_uctopic(_config(s3_bucket, model, "mine", **{
+        "mine.data.documents": f"{s3_bucket}/docs", "mine.topics.k_max": 4}))
+    assert summary["counts"]["documents"] == 18
+    assert summary["counts"]["documents_skipped"] == {"file of unknown type": 1}
+    assert 2 <= summary["n_topics"] <= 4 and "interest rates" in summary["phrase_topics"]
+    run_dir = f"{s3_bucket}/runs/uctopic-mine"
+    assert {"metrics.json", "report.md", "manifest.json", "topics_pca.png"} <= _files(run_dir)
+    assert storage.read_json(f"{run_dir}/metrics.json")["n_topics"] == summary["n_topics"]
+
+    conll = storage.write_text(f"{s3_bucket}/data/mini.conll", _conll())
+    scores = run_uctopic(_config(s3_bucket, model, "evaluate", **{"evaluation.conll": conll}))
+    assert scores["entity_clustering"]["instances"] == 72 and scores["entity_clustering"]["k"] == 3
+    assert {"metrics.json", "report.md", "manifest.json"} <= _files(f"{s3_bucket}/runs/uctopic-evaluate")
+    assert not list(tmp_path.iterdir())
+
+
+def test_missing_inputs_on_a_bucket_name_them(s3_bucket, tiny_encoder_dir):
+    with pytest.raises(FileNotFoundError, match="do not exist"):
+        run_uctopic(_config(s3_bucket, str(tiny_encoder_dir), "mine",
+                            **{"mine.data.documents": f"{s3_bucket}/nothing-here"}))
+    with pytest.raises(FileNotFoundError, match="CoNLL file .*missing.conll does not exist"):
+        run_uctopic(_config(s3_bucket, str(tiny_encoder_dir), "evaluate",
+                            **{"evaluation.conll": f"{s3_bucket}/missing.conll"}))
