@@ -355,3 +355,22 @@ def file_signature(location: Location) -> str:
         return f"sha256:{digest.hexdigest()}"
     info = _info(location)
     return f"size:{info.size}" + (f",mtime:{info.mtime.isoformat()}" if info.mtime else "")
+
+
+def write_npy(location: Location, array) -> str:
+    """A numpy array as a ``.npy`` file (written whole)."""
+    import io
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return write_bytes(location, buffer.getvalue())
+
+
+def read_npy(location: Location):
+    import io
+
+    import numpy as np
+
+    return np.load(io.BytesIO(read_bytes(location)))

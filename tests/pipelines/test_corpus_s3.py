@@ -9,11 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from contrastext import storage
-from contrastext.config import EncoderConfig, OutputConfig, ScalingSettings
+from contrastext.config import EncoderConfig, OutputConfig
 from contrastext.data.h5store import H5Corpus
 from contrastext.data.pairs import PairOptions
 from contrastext.data.samples import find_dump_sample

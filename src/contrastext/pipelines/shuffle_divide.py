@@ -18,7 +18,6 @@ into document-specific clumps.
 
 from __future__ import annotations
 
-import io
 import math
 import os
 import shutil
@@ -188,16 +187,6 @@ def _epoch_dir(run_dir: Path | str, epoch: int) -> str:
     return storage.join(run_dir, "epochs", f"epoch_{epoch:03d}")
 
 
-def _save_array(location: str, array: np.ndarray) -> None:
-    buffer = io.BytesIO()
-    np.save(buffer, array)
-    storage.write_bytes(location, buffer.getvalue())
-
-
-def _load_array(location: str) -> np.ndarray:
-    return np.load(io.BytesIO(storage.read_bytes(location)))
-
-
 def _encode(model: str, texts: list[str], config: ShuffleDivideConfig) -> np.ndarray:
     from contrastext.models import TextEncoder
 
@@ -272,14 +261,14 @@ def _training_groups(epoch: int, previous_model: str, train_docs: Documents, k: 
     their own. Saved in the epoch's folder, so a resumed epoch trains on the same groups.
     """
     if config.train_documents is None:
-        return _load_array(storage.join(_epoch_dir(run_dir, epoch - 1), "assignments.npy"))
+        return storage.read_npy(storage.join(_epoch_dir(run_dir, epoch - 1), "assignments.npy"))
     path = storage.join(_epoch_dir(run_dir, epoch), "train_groups.npy")
     if not storage.is_file(path):
         embeddings = _encode(previous_model, train_docs.texts, config)
         result = spherical_kmeans(embeddings, k, seed=config.train.seed, niter=config.kmeans_niter,
                                   nredo=config.kmeans_nredo)
-        _save_array(path, result.assignments)
-    return _load_array(path)
+        storage.write_npy(path, result.assignments)
+    return storage.read_npy(path)
 
 
 def _train_epoch(epoch: int, previous_model: str, pairs: list[dict[str, str]], run_dir: str,
@@ -361,7 +350,7 @@ def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
             row = storage.read_json(scores_file)
             print(f"[shuffle_divide] epoch {epoch}: done before, skipped", flush=True)
             if "tfidf_silhouette" not in row:  # scored before this score existed
-                saved = _load_array(storage.join(epoch_dir, "assignments.npy"))
+                saved = storage.read_npy(storage.join(epoch_dir, "assignments.npy"))
                 row["tfidf_silhouette"] = _tfidf_silhouette(saved, reference(), config)
                 write_json_atomic(scores_file, row)
         else:
@@ -386,8 +375,8 @@ def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
             assignments, scores = _cluster_and_score(embeddings, docs, k, config)
             scores["tfidf_silhouette"] = _tfidf_silhouette(assignments, reference(), config)
             row.update(scores, model=epoch_model, encode_cluster_s=time.perf_counter() - t)
-            _save_array(storage.join(epoch_dir, "embeddings.npy"), embeddings)
-            _save_array(storage.join(epoch_dir, "assignments.npy"), assignments)
+            storage.write_npy(storage.join(epoch_dir, "embeddings.npy"), embeddings)
+            storage.write_npy(storage.join(epoch_dir, "assignments.npy"), assignments)
             write_json_atomic(scores_file, row)  # last: its presence marks the epoch complete
         rows.append(row)
         print(f"[shuffle_divide] epoch {epoch}: " + ", ".join(
@@ -440,8 +429,8 @@ def _finish(rows: list[dict[str, Any]], docs: Documents, docs_path: Path | str, 
     best_acc = _best(rows, "acc")
     best_silhouette = _best(rows, "silhouette") or rows[-1]
     best_dir = _epoch_dir(run_dir, best["epoch"])
-    embeddings = _load_array(storage.join(best_dir, "embeddings.npy"))
-    assignments = _load_array(storage.join(best_dir, "assignments.npy"))
+    embeddings = storage.read_npy(storage.join(best_dir, "embeddings.npy"))
+    assignments = storage.read_npy(storage.join(best_dir, "assignments.npy"))
 
     model_dir = storage.join(run_dir, "model")
     if best["epoch"] > 0:

@@ -18,7 +18,6 @@ from the first unfinished stage, and the training and encoding stages also resum
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import logging
 import os
@@ -331,16 +330,6 @@ def _write_pairs(pairs: PseudoPairs, location: str) -> None:
                                     "label": pa.array(pairs.labels, pa.int32())}), location)
 
 
-def _save_array(location: str, array: np.ndarray) -> None:
-    buffer = io.BytesIO()
-    np.save(buffer, array)
-    storage.write_bytes(location, buffer.getvalue())
-
-
-def _load_array(location: str) -> np.ndarray:
-    return np.load(io.BytesIO(storage.read_bytes(location)))
-
-
 # ---------------------------------------------------------------------------------------- the job
 def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     """Run every stage (skipping finished ones) and return the summary (also in ``metrics.json``)."""
@@ -444,7 +433,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
         print(round_table(record, labels.names), flush=True)
         model = record["model"]
         embeddings_dir = record["embeddings"]
-        previous_labels = _load_array(storage.join(stage, "pseudo_labels.npy"))
+        previous_labels = storage.read_npy(storage.join(stage, "pseudo_labels.npy"))
         # -- stopping: a dev set when the user gives one, else the label-free signal
         value = record.get("eval_accuracy") if config.evaluation.use_as_dev else None
         if value is not None:
@@ -517,7 +506,7 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: str, model: str, 
                                  fallback=_prompt_vectors(scorer, label_set, labels.template))
         scores = prototype_scores(stored, refine_prototypes(stored, seeds, config.rounds.prototype_iterations))
     pseudo = select(scores, config.rounds.selection, pool.alias)
-    _save_array(storage.join(stage, "pseudo_labels.npy"), pseudo.label)
+    storage.write_npy(storage.join(stage, "pseudo_labels.npy"), pseudo.label)
     kept_ids = pool.ids[pseudo.kept]
     if config.pool.source == "wikipedia":
         cats = page_columns(pages, kept_ids, "categories")
@@ -585,7 +574,7 @@ def _prototypes(config: WCSBertConfig, encoder, embeddings_dir: str, label_set, 
     prototypes = label_prototypes(stored, pool.scores, config.evaluation.prototype_fraction,
                                   fallback=_prompt_vectors(encoder, label_set, config.labels.template))
     prototypes = refine_prototypes(stored, prototypes, config.evaluation.prototype_iterations)
-    _save_array(storage.join(run, "label_prototypes.npy"), prototypes)
+    storage.write_npy(storage.join(run, "label_prototypes.npy"), prototypes)
     write_json_atomic(storage.join(run, "label_prototypes.json"), {"labels": config.labels.names,
                                                       "fraction": config.evaluation.prototype_fraction,
                                                       "iterations": config.evaluation.prototype_iterations,
