@@ -98,3 +98,74 @@ def test_replicas_pin_malloc_thresholds_on_linux():
     if not sys.platform.startswith("linux"):
         pytest.skip("glibc's mallopt exists on Linux only")
     assert pin_malloc_thresholds() is True
+
+
+def test_placement_settings_reach_serve():
+    from contrastext.serve.app import _encoder_deployment
+
+    config = ServeConfig.model_validate({"proxy_location": "HeadOnly",
+                                         "models": {"m": {"replicas": 2, "max_replicas_per_node": 1}}})
+    def per_node(application) -> int | None:
+        return application._bound_deployment._replica_config.max_replicas_per_node
+
+    assert per_node(_encoder_deployment("m", config)) == 1
+    assert per_node(_encoder_deployment("minilm", ServeConfig())) is None
+    with pytest.raises(ValidationError, match="proxy_location"):
+        ServeConfig.model_validate({"proxy_location": "Nowhere"})
+
+
+class _Answer:
+    """A stand-in for a DeploymentResponse: awaiting it gives ``outcome`` (raised if an exception)."""
+
+    def __init__(self, outcome):
+        self.outcome = outcome
+
+    def __await__(self):
+        async def answer():
+            if isinstance(self.outcome, BaseException):
+                raise self.outcome
+            return self.outcome
+        return answer().__await__()
+
+    def cancel(self) -> None:
+        pass
+
+
+class _Method:
+    """A stand-in for a deployment handle's method: ``remote`` answers with the next outcome."""
+
+    def __init__(self, *outcomes):
+        self.outcomes, self.calls = list(outcomes), []
+
+    def remote(self, *args):
+        self.calls.append(args)
+        return _Answer(self.outcomes.pop(0))
+
+
+def test_a_call_whose_replica_was_lost_is_sent_once_more():
+    import asyncio
+    from types import SimpleNamespace
+
+    from fastapi import HTTPException
+    from ray.exceptions import ActorDiedError, ActorUnavailableError
+
+    from contrastext.serve.app import Ingress
+    from contrastext.serve.config import LimitsConfig
+
+    ingress = object.__new__(Ingress.func_or_class)
+    ingress.limits = LimitsConfig(request_timeout_s=5)
+    request = SimpleNamespace(state=SimpleNamespace(request_id="r1"))
+
+    def call(method: _Method):
+        return asyncio.run(ingress._call(request, "m", method, ["a text"]))
+
+    lost = _Method(ActorUnavailableError("RpcError: Socket closed", None), "answer")
+    assert call(lost) == "answer" and lost.calls == [(["a text"],), (["a text"],)]
+    failed = _Method(RuntimeError("the model failed"), "never asked")
+    with pytest.raises(HTTPException) as error:
+        call(failed)
+    assert error.value.status_code == 500 and len(failed.calls) == 1  # a model error is not retried
+    twice = _Method(ActorDiedError(), ActorDiedError(), "never asked")
+    with pytest.raises(HTTPException) as error:
+        call(twice)
+    assert error.value.status_code == 503 and "again on the retry" in error.value.detail and len(twice.calls) == 2

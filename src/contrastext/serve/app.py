@@ -12,13 +12,14 @@ import logging
 import time
 import uuid
 from importlib import resources
-from typing import Any, Awaitable
+from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from ray import serve
+from ray.exceptions import RayActorError
 from ray.serve.handle import DeploymentHandle
 from ray.serve.schema import LoggingConfig
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -40,6 +41,7 @@ _ERRORS = {403: {"model": ErrorResponse, "description": "loading a model by path
            404: {"model": ErrorResponse, "description": "unknown model"},
            422: {"model": ErrorResponse, "description": "malformed request"},
            500: {"model": ErrorResponse, "description": "the model failed; the message names the request id"},
+           503: {"model": ErrorResponse, "description": "the model's replica was lost, and again on the retry"},
            504: {"model": ErrorResponse, "description": "the model did not answer in time"}}
 
 api = FastAPI(
@@ -96,6 +98,11 @@ async def _unexpected_error(request: Request, error: Exception):
 
 def _looks_like_path(name: str) -> bool:
     return any(mark in name for mark in ("/", "\\", ":", "~")) or name.startswith(".")
+
+
+def _replica_lost(error: BaseException) -> bool:
+    """Whether a model call failed because the replica holding it died or became unreachable, not the model."""
+    return isinstance(error, RayActorError) or isinstance(getattr(error, "cause", None), RayActorError)
 
 
 def _short(error: BaseException) -> str:
@@ -165,21 +172,39 @@ class Ingress:
         except ValueError as error:
             raise HTTPException(422, str(error)) from None
 
-    async def _call(self, request: Request, name: str, response: Awaitable[Any]) -> Any:
+    async def _call(self, request: Request, name: str, method: DeploymentHandle, *args: Any) -> Any:
+        """``method.remote(*args)``'s answer within the request timeout; model failures become HTTP errors.
+
+        Serve re-routes a call that no replica has accepted yet, but a call a replica holds fails when that
+        replica dies (its node lost, its process killed). Every model call here is idempotent, so such a call
+        is sent once more, within the same timeout: Serve routes it to a live replica.
+        """
         rid = request_id(request)
         timeout = self.limits.request_timeout_s
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        response = method.remote(*args)
         try:
-            return await asyncio.wait_for(response, timeout=timeout)
+            try:
+                return await asyncio.wait_for(response, timeout=timeout)
+            except Exception as error:
+                if not _replica_lost(error):
+                    raise
+                log.warning("request %s: the replica of model %s holding it was lost (%s); sending it again",
+                            rid, name, _short(error))
+                response = method.remote(*args)
+                return await asyncio.wait_for(response, timeout=max(0.0, deadline - loop.time()))
         except asyncio.TimeoutError:
-            cancel = getattr(response, "cancel", None)
-            if cancel:
-                cancel()
+            response.cancel()
             raise HTTPException(504, f"model {name!r} did not answer within {timeout:g} s (request {rid})") \
                 from None
         except FileNotFoundError as error:  # a request-named model that does not exist
             raise HTTPException(404, f"model {name!r} could not be loaded: {_short(error)}") from None
-        except Exception as error:  # noqa: BLE001 -- any model failure becomes a 500 naming the request
+        except Exception as error:  # noqa: BLE001 -- any model failure becomes a 5xx naming the request
             log.error("request %s: model %s failed: %s", rid, name, _short(error))
+            if _replica_lost(error):
+                raise HTTPException(503, f"model {name!r} lost the replica holding request {rid}, and again on "
+                                         f"the retry: {_short(error)}") from None
             raise HTTPException(500, f"model {name!r} failed on request {rid}: {_short(error)}") from None
 
     # ------------------------------------------------------------ routes
@@ -195,7 +220,7 @@ class Ingress:
     async def models(self, request: Request) -> dict[str, Any]:
         out = []
         for name, handle in self.encoders.items():
-            info = await self._call(request, name, handle.info.remote())
+            info = await self._call(request, name, handle.info)
             served = self.config.models[name]
             replicas: int | str = served.replicas
             if served.autoscaling is not None:
@@ -206,7 +231,7 @@ class Ingress:
                                  default=name == self.config.default_model_name))
         topics = None
         if self.topics is not None:
-            info = await self._call(request, self.config.topics.name, self.topics.info.remote())
+            info = await self._call(request, self.config.topics.name, self.topics.info)
             topics = TopicsModelInfo(**{k: info[k] for k in ("name", "model", "max_length", "device", "k_range")})
         return {"models": out, "default_model": self.config.default_model_name,
                 "model_paths_from_requests": self.path_models is not None, "topics": topics}
@@ -215,7 +240,7 @@ class Ingress:
     async def embed(self, body: EmbedRequest, request: Request) -> dict[str, Any]:
         self._check_texts(body.texts, self.limits.max_texts_per_request)
         name, handle, lead = self._target(body.model)
-        embeddings = await self._call(request, name, handle.encode.remote(*lead, body.texts))
+        embeddings = await self._call(request, name, handle.encode, *lead, body.texts)
         return {"request_id": request_id(request), "model": name, "dimension": int(embeddings.shape[1]),
                 "embeddings": embeddings.tolist()}
 
@@ -225,8 +250,8 @@ class Ingress:
         self._check_labels(body)
         name, handle, lead = self._target(body.model)
         template = body.template or self.config.zeroshot.template
-        answer = await self._call(request, name, handle.classify.remote(
-            *lead, body.texts, body.labels, body.aliases, body.auto_aliases, template, body.threshold))
+        answer = await self._call(request, name, handle.classify, *lead, body.texts, body.labels, body.aliases,
+                                  body.auto_aliases, template, body.threshold)
         return {"request_id": request_id(request), "model": name, **answer}
 
     @api.post("/v1/cluster", response_model=ClusterResponse, responses=_ERRORS)
@@ -240,7 +265,7 @@ class Ingress:
             if body.k > len(body.texts):
                 raise HTTPException(422, f"k={body.k} is more than the {len(body.texts)} texts")
         name, handle, lead = self._target(body.model)
-        embeddings = await self._call(request, name, handle.encode.remote(*lead, body.texts))
+        embeddings = await self._call(request, name, handle.encode, *lead, body.texts)
         try:
             result = await asyncio.to_thread(cluster_texts, body.texts, embeddings, body.k,
                                              top_texts=body.top_texts, top_keywords=body.top_keywords,
@@ -268,6 +293,8 @@ def _encoder_deployment(name: str, config: ServeConfig):
             "target_ongoing_requests": served.autoscaling.target_ongoing_requests}
     else:
         options["num_replicas"] = served.replicas
+    if served.max_replicas_per_node is not None:
+        options["max_replicas_per_node"] = served.max_replicas_per_node
     return EncoderDeployment.options(**options).bind(name, served.model_dump(mode="json"),
                                                      config.zeroshot.model_dump(mode="json"))
 
@@ -310,7 +337,8 @@ def start_serve(config: ServeConfig) -> str:
 
     init_ray(config.ray)
     logging_config = LoggingConfig(enable_access_log=config.access_log)
-    serve.start(http_options={"host": config.host, "port": config.port}, logging_config=logging_config)
+    serve.start(proxy_location=config.proxy_location, http_options={"host": config.host, "port": config.port},
+                logging_config=logging_config)
     serve.run(build_app(config), name=config.app_name, route_prefix=config.route_prefix,
               logging_config=logging_config)
     prefix = config.route_prefix.rstrip("/")

@@ -39,6 +39,9 @@ class ServedModelConfig(Settings):
     max_length: int | None = Field(None, gt=0, description="tokens per text; None: what the model folder says")
     normalize: bool | None = Field(None, description="None: what the model folder says")
     replicas: int = Field(1, ge=1, description="fixed replica count (ignored when autoscaling is set)")
+    max_replicas_per_node: int | None = Field(
+        None, ge=1, description="at most this many replicas on one node (1: each on its own node, so losing a "
+                                "node loses one replica); None: no limit")
     autoscaling: AutoscalingSettings | None = None
     batching: BatchingConfig = Field(default_factory=BatchingConfig)
     encode_batch_size: int = Field(64, ge=1, description="texts per forward pass inside a replica")
@@ -119,6 +122,9 @@ class ServeConfig(Settings):
     """``contrastext serve``: Ray Serve endpoints (embed, classify, cluster, topics) and a web page."""
 
     host: str = Field("127.0.0.1", description="0.0.0.0 to listen on every interface")
+    proxy_location: Literal["EveryNode", "HeadOnly"] = Field(
+        "EveryNode", description="HTTP proxies on every node with a replica (a load balancer in front checks "
+                                 "/-/healthz), or one on the head node only")
     port: int = Field(8000, ge=1, le=65535)
     app_name: str = "contrastext"
     route_prefix: str = Field("/", pattern=r"^/")

@@ -142,8 +142,8 @@ async def topics_route(ingress: Any, body: TopicsRequest, request: Request) -> d
                                          f"{settings.name!r}")
             raise HTTPException(404, f"unknown topics model {name!r}; the topics model is {settings.name!r}")
         spec = name
-    answer = await ingress._call(request, name, ingress.topics.mine.remote(
-        spec, body.documents, body.n_topics, body.top_phrases, body.seed))
+    answer = await ingress._call(request, name, ingress.topics.mine, spec, body.documents, body.n_topics,
+                                 body.top_phrases, body.seed)
     if "rejected" in answer:
         raise HTTPException(422, f"cannot mine topics from these documents: {answer['rejected']}")
     return {"request_id": request_id(request), "model": name, **answer["result"]}
