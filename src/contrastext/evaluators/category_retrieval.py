@@ -3,12 +3,18 @@
 Each query is a held-out page's first words; the corpus is every category string; a query's relevant
 documents are its page's categories. MAP@k follows sentence-transformers' InformationRetrievalEvaluator:
 precision at each relevant hit within the top k, summed and divided by min(k, relevant count).
+
+The corpus can be every category of Wikipedia (about 1.5M strings), so it is never embedded or scored
+whole: categories are encoded ``chunk_size`` at a time and each chunk is scored against ``query_batch``
+queries at a time, keeping a running top k per query. Memory is O(queries × (k + D) + chunk_size × D +
+query_batch × chunk_size) whatever the number of categories, and the ranking is the exact one: by cosine,
+ties to the category listed first (as a stable sort of the full score matrix gives).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -35,24 +41,81 @@ class CategoryRetrievalEvaluator:
     categories: Sequence[str]  # the corpus: every category string (the relevant ones included)
     k: int = 3
     batch_size: int = 128
+    # categories encoded and scored at a time; a multiple of batch_size × 64 keeps the encoder's
+    # length-sorting windows the same as one call over every category would
+    chunk_size: int = 16_384
+    query_batch: int = 1_024  # queries scored against a chunk at a time
 
     def __post_init__(self) -> None:
         self.categories = list(dict.fromkeys([*self.categories, *(c for cs in self.query_categories for c in cs)]))
+        if self.k < 1 or self.chunk_size < 1 or self.query_batch < 1:
+            raise ValueError(f"k ({self.k}), chunk_size ({self.chunk_size}) and query_batch ({self.query_batch}) "
+                             "must be ≥ 1")
 
     def __call__(self, encoder) -> dict[str, float]:
         if not self.queries:
             return {}
-        index = {c: i for i, c in enumerate(self.categories)}
+        relevant_names = {c for cs in self.query_categories for c in cs}
+        index = {c: i for i, c in enumerate(self.categories) if c in relevant_names}
         q = _unit(encoder.encode(list(self.queries), batch_size=self.batch_size))
-        c = _unit(encoder.encode(self.categories, batch_size=self.batch_size))
-        scores = q @ c.T
-        top = np.argsort(-scores, axis=1, kind="stable")[:, : self.k]
+        chunks = (_unit(encoder.encode(self.categories[start:start + self.chunk_size], batch_size=self.batch_size))
+                  for start in range(0, len(self.categories), self.chunk_size))
+        top = top_k(q, chunks, self.k, query_batch=self.query_batch)
         ap, recall = [], []
         for row, cats in zip(top, self.query_categories):
             relevant = {index[x] for x in cats}
             ap.append(average_precision_at_k(list(row), relevant, self.k))
             recall.append(len(relevant & set(row.tolist())) / len(relevant))
         return {f"map@{self.k}": float(np.mean(ap)), f"recall@{self.k}": float(np.mean(recall))}
+
+
+def top_k(queries: np.ndarray, corpus_chunks: Iterable[np.ndarray], k: int, query_batch: int = 1_024) -> np.ndarray:
+    """[queries, min(k, corpus rows)] corpus row numbers of each query's k highest inner products, best first.
+
+    ``corpus_chunks`` are consecutive [rows, D] blocks of the corpus (read once, one at a time); the order is
+    that of ``np.argsort(-queries @ corpus.T, kind="stable")[:, :k]`` without the full matrix: a tie goes
+    to the lower row number.
+    """
+    queries = np.asarray(queries, dtype=np.float32)
+    n = len(queries)
+    best_scores = np.full((n, k), -np.inf, dtype=np.float32)
+    best_rows = np.full((n, k), np.iinfo(np.int64).max, dtype=np.int64)
+    offset = 0
+    for chunk in corpus_chunks:
+        chunk = np.asarray(chunk, dtype=np.float32)
+        for start in range(0, n, query_batch):
+            rows = slice(start, start + query_batch)
+            scores, found = _block_top_k(_score_block(queries[rows], chunk), k)
+            best_scores[rows], best_rows[rows] = _merge(best_scores[rows], best_rows[rows], scores, found + offset, k)
+        offset += len(chunk)
+    return best_rows[:, :min(k, offset)]
+
+
+def _score_block(queries: np.ndarray, chunk: np.ndarray) -> np.ndarray:
+    """[queries, chunk rows] inner products: the largest matrix the retrieval ever holds."""
+    return queries @ chunk.T
+
+
+def _block_top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's min(k, columns) best (score, column), ties to the lower column, in any order."""
+    if scores.shape[1] <= k:
+        columns = np.broadcast_to(np.arange(scores.shape[1]), scores.shape).copy()
+    else:
+        columns = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        kth = np.take_along_axis(scores, columns, axis=1).min(axis=1)
+        # argpartition picks among values equal to the k-th at random: redo those rows with a stable sort
+        for row in np.flatnonzero((scores >= kth[:, None]).sum(axis=1) > k):
+            columns[row] = np.argsort(-scores[row], kind="stable")[:k]
+    return np.take_along_axis(scores, columns, axis=1), columns
+
+
+def _merge(scores_a: np.ndarray, rows_a: np.ndarray, scores_b: np.ndarray, rows_b: np.ndarray,
+           k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k best of two candidate sets per query, ordered by score (descending), then row number."""
+    scores = np.concatenate([scores_a, scores_b], axis=1)
+    rows = np.concatenate([rows_a, rows_b], axis=1)
+    order = np.lexsort((rows, -scores), axis=1)[:, :k]
+    return np.take_along_axis(scores, order, axis=1), np.take_along_axis(rows, order, axis=1)
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
