@@ -51,6 +51,9 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override one setting, e.g. --set train.batch_size=64 (repeatable)")
     parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="print everything Ray prints (its logs, the workers' output, progress bars); "
+                             "by default they go to log files under the Ray session's logs folder")
 
 
 def _import(target: str) -> Any:
@@ -63,7 +66,6 @@ def _import(target: str) -> Any:
 def run_job(name: str, args: argparse.Namespace) -> int:
     job = JOBS[name]
     model: type[BaseModel] = _import(job.config)
-    runner: Callable[[Any], Any] = _import(job.runner)
     try:
         config = load_config(model, args.config, args.overrides)
     except (ValidationError, ValueError, OSError) as error:
@@ -72,6 +74,10 @@ def run_job(name: str, args: argparse.Namespace) -> int:
     if args.print_config:
         print(dump_config(config), end="")
         return 0
+    from contrastext.console import configure_console
+
+    configure_console(verbose=getattr(args, "verbose", False))  # before the job's modules load
+    runner: Callable[[Any], Any] = _import(job.runner)
     from contrastext.preflight import check_locations
 
     try:
@@ -87,7 +93,6 @@ def job_main(name: str, argv: Sequence[str] | None = None) -> int:
     """Entry point of ``jobs/<name>.py``: the same options as ``contrastext <name>``."""
     parser = argparse.ArgumentParser(prog=f"jobs/{name}", description=_describe(name))
     _add_config_args(parser)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return run_job(name, parser.parse_args(argv))
 
 
@@ -148,7 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command not in JOBS:  # a job sets up its console itself (contrastext.console)
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return args.handler(args)
 
 

@@ -25,23 +25,39 @@ def local_num_cpus() -> int:
     return (os.cpu_count() or 1) + 2
 
 
-def init_ray(config: RayConfig | None = None, **init_kwargs) -> None:
-    """Start or join Ray once per process; later calls are no-ops."""
+def init_ray(config: RayConfig | None = None, *, verbose: bool | None = None, **init_kwargs) -> None:
+    """Start or join Ray once per process; later calls are no-ops.
+
+    ``verbose``: False keeps Ray's internals off the console (see :mod:`contrastext.console`), True
+    prints everything Ray does; None follows :func:`contrastext.console.configure_console`, and without
+    it Ray prints as it always does.
+    """
     import ray
+
+    from contrastext import console
 
     if ray.is_initialized():
         return
-    config = config or RayConfig()
+    quiet = console.ray_quiet(verbose)
+    if quiet:
+        init_kwargs = {**console.before_ray_init(), **init_kwargs}
+    else:
+        console.forget_ray_forwarding()
+    context = _start(ray, config or RayConfig(), init_kwargs)
+    if quiet:
+        console.after_ray_init(context)
+
+
+def _start(ray, config: RayConfig, init_kwargs: dict):
     env = {k: os.environ[k] for k in _FORWARDED_ENV if k in os.environ}
     runtime_env = {"env_vars": env} if env else None
     address = config.address or os.environ.get("RAY_ADDRESS")
     if address:
         log.info("joining Ray at %s", address)
-        ray.init(address=address, runtime_env=runtime_env, **init_kwargs)
-        return
+        return ray.init(address=address, runtime_env=runtime_env, **init_kwargs)
     num_cpus = config.num_cpus or local_num_cpus()
     log.info("starting a local Ray with %d logical CPUs", num_cpus)
     # the dashboard serves the state API that Ray Train's placement-group cleaner polls
     init_kwargs.setdefault("dashboard_host", "127.0.0.1")
     # address="local" always starts a fresh Ray, never silently joins one left by `ray start`
-    ray.init(address="local", num_cpus=num_cpus, runtime_env=runtime_env, **init_kwargs)
+    return ray.init(address="local", num_cpus=num_cpus, runtime_env=runtime_env, **init_kwargs)
