@@ -1,15 +1,28 @@
-"""Every report of a fit, from every worker, kept as ``history.jsonl`` beside the run's checkpoints.
+"""The reports of a fit kept as ``history.jsonl`` beside the run's checkpoints, one record per report.
 
-Ray Train's result keeps only the metrics stored with checkpoints; the learning curve, the per-worker
-row counts and throughput windows live here. The callback runs in Ray Train's controller process.
+Ray Train's result keeps only the metrics stored with checkpoints; the learning curve, the row counts and
+throughput windows live here. A record is rank 0's metrics (see :func:`merge_worker_metrics`), with
+``rows_trained`` and ``rows_skipped`` summed over the workers and ``skipped_reasons`` added up by reason,
+plus ``checkpoint`` (its path) when the report carried one. Other workers' own metrics are not kept.
+
+:class:`HistoryCallback` runs in Ray Train's controller process. It appends each record to a file in the
+controller node's scratch space as it comes, and writes the run's ``history.jsonl`` whole only when a
+report carries a checkpoint and when the run ends (finished, failed or aborted): the stored history is
+complete up to the last checkpoint while the run goes on, and complete once it has ended. A run that
+resumes an earlier one starts from the stored history, so the records of the runs before it come first.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import ray.train
+from ray.train.v2._internal.execution.callback import (
+    ControllerCallback,  # has the end-of-run hooks
+)
+from ray.train.v2.api.callback import RayTrainCallback
 
 from contrastext import storage
 
@@ -41,16 +54,75 @@ def read_history(run_dir: str) -> list[dict[str, Any]]:
 
 
 class HistoryCallback(ray.train.UserCallback):
+    """Records every report; pass :meth:`callbacks` (this and its end-of-run hook) to ``RunConfig``."""
+
     def __init__(self, run_dir: str):
         self.run_dir = run_dir
-        self._records: list[dict[str, Any]] | None = None
+        self._local: Path | None = None  # the records so far, in the controller's scratch space
+        self._unstored = 0  # records appended since history.jsonl was last written
+
+    def callbacks(self) -> list[RayTrainCallback]:
+        """This callback and the hook that writes the history when the run ends, for ``RunConfig.callbacks``."""
+        return [self, HistoryRunEnd(self)]
+
+    @property
+    def location(self) -> str:
+        return storage.join(self.run_dir, HISTORY_FILE)
+
+    @property
+    def local_path(self) -> Path | None:
+        return self._local
+
+    def _start(self) -> Path:
+        # a resumed run keeps the history of the runs before it
+        local = storage.scratch_dir(prefix="contrastext-history-") / HISTORY_FILE
+        stored = storage.read_bytes(self.location) if storage.exists(self.location) else b""
+        if stored and not stored.endswith(b"\n"):
+            stored += b"\n"
+        local.write_bytes(stored)
+        self._local, self._unstored = local, 0
+        return local
 
     def after_report(self, run_context, metrics: list[dict[str, Any]], checkpoint) -> None:
-        if self._records is None:  # a resumed run keeps the history of the runs before it
-            self._records = read_history(self.run_dir)
+        local = self._local if self._local is not None else self._start()
         record = merge_worker_metrics(metrics)
         if checkpoint is not None:
             record["checkpoint"] = checkpoint.path
-        self._records.append(record)
-        storage.write_bytes(storage.join(self.run_dir, HISTORY_FILE),
-                            "".join(json.dumps(r, default=str) + "\n" for r in self._records).encode("utf-8"))
+        with local.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(record, default=str) + "\n")
+        self._unstored += 1
+        if checkpoint is not None:
+            self.store()
+
+    def store(self) -> None:
+        """Write ``history.jsonl`` whole from the local records (nothing to do when it is up to date)."""
+        if self._local is None or self._unstored == 0:
+            return
+        storage.write_bytes(self.location, self._local.read_bytes())
+        self._unstored = 0
+
+    def finish(self) -> None:
+        """Store what is left and drop the local file; a later report would start again from the stored one."""
+        if self._local is None:
+            return
+        self.store()
+        storage.remove_local(self._local.parent)
+        self._local = None
+
+
+class HistoryRunEnd(ControllerCallback):
+    """Writes the remaining records of a :class:`HistoryCallback` when the run ends.
+
+    Ray Train hands ``UserCallback`` instances only ``after_report`` and ``after_exception``, so the end of
+    the run is taken from the controller: ``after_controller_finish`` (a finished or failed run, before
+    ``trainer.fit()`` returns) and ``before_controller_abort`` (a run stopped with Ctrl-C).
+    """
+
+    def __init__(self, history: HistoryCallback):
+        self.history = history
+
+    def after_controller_finish(self, result) -> None:
+        self.history.finish()
+
+    def before_controller_abort(self) -> None:
+        self.history.finish()
