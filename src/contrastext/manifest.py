@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import platform
 import sys
@@ -14,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from contrastext import storage
+from contrastext.storage import file_checksum  # noqa: F401 -- where the jobs import it from
 
 Location = str | Path  # a local path or a filesystem URI such as s3://bucket/runs/x
 
@@ -30,12 +30,6 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def file_checksum(path: str | Path, chunk_bytes: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(chunk_bytes):
-            digest.update(chunk)
-    return f"sha256:{digest.hexdigest()}"
 
 
 def write_json_atomic(location: Location, content: Any) -> Location:

@@ -39,6 +39,11 @@ def is_uri(location: Location) -> bool:
     return "://" in str(location)
 
 
+def on_local_disk(location: Location) -> bool:
+    """A plain path or a ``file://`` URI: readable in place, nothing to download."""
+    return not is_uri(location) or str(location).startswith("file://")
+
+
 def s3_filesystem(region: str | None = None) -> pyarrow.fs.S3FileSystem:
     """An S3 filesystem configured from the AWS environment, the endpoint variables included."""
     options: dict[str, Any] = {"connect_timeout": 10, "request_timeout": 60}
@@ -62,13 +67,6 @@ def resolve(location: Location) -> tuple[pyarrow.fs.FileSystem, str]:
     if is_uri(text):
         return pyarrow.fs.FileSystem.from_uri(text)
     return pyarrow.fs.LocalFileSystem(), str(Path(text).expanduser().resolve())
-
-
-def normalize(location: Location) -> str:
-    """A URI as given (no trailing slash), a local path made absolute: the form stored in markers."""
-    if is_uri(location):
-        return str(location).rstrip("/")
-    return str(Path(location).expanduser().resolve())
 
 
 def join(location: Location, *parts: str) -> str:
@@ -187,7 +185,7 @@ def download_file(location: Location, local: Location) -> Path:
 @contextmanager
 def local_file(location: Location) -> Iterator[Path]:
     """A local path holding the file at ``location``: the file itself when local, else a temporary copy."""
-    if not is_uri(location) or str(location).startswith("file://"):
+    if on_local_disk(location):
         yield Path(resolve(location)[1])
         return
     with tempfile.TemporaryDirectory(prefix="contrastext-") as tmp:
@@ -202,11 +200,6 @@ def delete(location: Location) -> None:
         fs.delete_dir(path)
     elif info.type == pyarrow.fs.FileType.File:
         fs.delete_file(path)
-
-
-def make_dirs(location: Location) -> None:
-    fs, path = resolve(location)
-    fs.create_dir(path, recursive=True)
 
 
 def copy_tree(source: Location, destination: Location,
@@ -225,7 +218,7 @@ def copy_tree(source: Location, destination: Location,
 @contextmanager
 def local_copy(location: Location) -> Iterator[Path]:
     """A local folder with the contents of ``location``: the folder itself when it is local."""
-    if not is_uri(location) or str(location).startswith("file://"):
+    if on_local_disk(location):
         yield Path(resolve(location)[1])
         return
     with tempfile.TemporaryDirectory(prefix="contrastext-") as tmp:
@@ -239,6 +232,17 @@ def scratch_dir(prefix: str = "contrastext-") -> Path:
     if base:
         Path(base).mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+
+
+def file_checksum(path: str | Path, chunk_bytes: int = 1 << 20) -> str:
+    """``sha256:<hex>`` of a local file, read a chunk at a time."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(chunk_bytes):
+            digest.update(chunk)
+    return f"sha256:{digest.hexdigest()}"
 
 
 def check_writable(location: Location) -> None:
@@ -345,14 +349,8 @@ def write_parquet(table, location: Location, **kwargs) -> str:
 def file_signature(location: Location) -> str:
     """How a run records an input file: sha256 for a local file, size and modification time for a URI
     (hashing a corpus-sized object would pull it through the driver)."""
-    if not is_uri(location) or str(location).startswith("file://"):
-        import hashlib
-
-        digest = hashlib.sha256()
-        with open(resolve(location)[1], "rb") as f:
-            while chunk := f.read(1 << 20):
-                digest.update(chunk)
-        return f"sha256:{digest.hexdigest()}"
+    if on_local_disk(location):
+        return file_checksum(resolve(location)[1])
     info = _info(location)
     return f"size:{info.size}" + (f",mtime:{info.mtime.isoformat()}" if info.mtime else "")
 

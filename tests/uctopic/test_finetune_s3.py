@@ -1,6 +1,5 @@
 """The UCTopic stages with their inputs, models and outputs on an S3 bucket (moto server, local Ray)."""
 
-import json
 
 import pytest
 
@@ -9,38 +8,11 @@ from contrastext.config import load_config
 from contrastext.uctopic.config import UCTopicConfig
 from contrastext.uctopic.job import _finished_before, run_uctopic
 from contrastext.uctopic.mlm import MLM_HEAD_WEIGHTS
+from uctopic_data import conll_text, pages_jsonl
 
-PEOPLE = ["John Smith", "Maria Lopez", "Ahmed Khan", "Li Wei"]
-PLACES = ["Paris", "New York", "Berlin", "Cairo"]
-ORGS = ["Reuters", "United Nations", "Ford", "Barclays"]
-TEMPLATES = ["{p} said on Monday that {o} would open an office in {l} .",
-             "{o} hired {p} to lead its team in {l} .",
-             "In {l} , {p} met officials from {o} ."]
 TOPIC_TEXTS = {"sport": "The striker scored a late goal and the football club won the league title.",
                "money": "The central bank raised interest rates and the stock market fell sharply.",
                "tech": "The new smartphone has a faster chip and the battery life is longer."}
-
-
-def _conll() -> str:
-    lines = ["-DOCSTART- -X- O O", ""]
-    for i in range(24):
-        p, l, o = PEOPLE[i % 4], PLACES[(i // 4) % 4], ORGS[(i + 1) % 4]
-        entity_of = {w: "PER" for w in p.split()} | {w: "LOC" for w in l.split()} | {w: "ORG" for w in o.split()}
-        for token in TEMPLATES[i % 3].format(p=p, l=l, o=o).split():
-            lines.append(f"{token} NN I-NP {'I-' + entity_of[token] if token in entity_of else 'O'}")
-        lines.append("")
-    return "\n".join(lines)
-
-
-def _pages() -> str:
-    rows = []
-    for i in range(12):
-        place, person = PLACES[i % 4], PEOPLE[(i + 1) % 4]
-        text = f"{person} travelled to {place} in the spring of year {1990 + i}. The visit was long."
-        links = [{"target": person, "start": 0, "end": len(person)},
-                 {"target": place, "start": text.index(place), "end": text.index(place) + len(place)}]
-        rows.append({"title": f"Page {i}", "text": text, "links": links})
-    return "\n".join(json.dumps(r) for r in rows)
 
 
 def _config(bucket: str, model: str, stage: str, **sets) -> UCTopicConfig:
@@ -59,8 +31,8 @@ def _files(run_dir: str) -> set[str]:
 def test_pretrain_and_finetune_on_a_bucket_and_a_finished_finetune_is_skipped(
         ray_session, s3_bucket, tiny_encoder_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # a relative local folder written by mistake would appear here
-    conll = storage.write_text(f"{s3_bucket}/data/mini.conll", _conll())
-    pages = storage.write_text(f"{s3_bucket}/data/pages.jsonl", _pages())
+    conll = storage.write_text(f"{s3_bucket}/data/mini.conll", conll_text())
+    pages = storage.write_text(f"{s3_bucket}/data/pages.jsonl", pages_jsonl())
     model = storage.copy_tree(tiny_encoder_dir, f"{s3_bucket}/models/tiny")
 
     pretrain = _config(s3_bucket, model, "pretrain", **{
@@ -132,7 +104,7 @@ def test_mine_and_evaluate_read_and_write_on_a_bucket(s3_bucket, tiny_encoder_di
     assert {"metrics.json", "report.md", "manifest.json", "topics_pca.png"} <= _files(run_dir)
     assert storage.read_json(f"{run_dir}/metrics.json")["n_topics"] == summary["n_topics"]
 
-    conll = storage.write_text(f"{s3_bucket}/data/mini.conll", _conll())
+    conll = storage.write_text(f"{s3_bucket}/data/mini.conll", conll_text())
     scores = run_uctopic(_config(s3_bucket, model, "evaluate", **{"evaluation.conll": conll}))
     assert scores["entity_clustering"]["instances"] == 72 and scores["entity_clustering"]["k"] == 3
     assert {"metrics.json", "report.md", "manifest.json"} <= _files(f"{s3_bucket}/runs/uctopic-evaluate")

@@ -11,42 +11,15 @@ from contrastext.uctopic.config import UCTopicConfig
 from contrastext.uctopic.encoder import PhraseEncoder
 from contrastext.uctopic.job import main, run_uctopic
 from contrastext.uctopic.mlm import MLM_HEAD_WEIGHTS
-
-PEOPLE = ["John Smith", "Maria Lopez", "Ahmed Khan", "Li Wei"]
-PLACES = ["Paris", "New York", "Berlin", "Cairo"]
-ORGS = ["Reuters", "the United Nations", "Ford", "Barclays"]
-TEMPLATES = ["{p} said on Monday that {o} would open an office in {l} .",
-             "{o} hired {p} to lead its team in {l} .",
-             "In {l} , {p} met officials from {o} ."]
-
+from uctopic_data import conll_text, pages_jsonl
 
 def _conll(path: Path) -> Path:
-    lines = ["-DOCSTART- -X- O O", ""]
-    for i in range(24):
-        p, l, o = PEOPLE[i % 4], PLACES[(i // 4) % 4], ORGS[(i + 1) % 4]
-        sentence = TEMPLATES[i % 3].format(p=p, l=l, o=o.replace("the ", "the|O "))
-        entity_of = {w: "PER" for w in p.split()} | {w: "LOC" for w in l.split()} | {
-            w: "ORG" for w in o.replace("the ", "").split()}
-        for token in sentence.split():
-            if token.endswith("|O"):
-                lines.append(f"{token[:-2]} DT I-NP O")
-            else:
-                tag = f"I-{entity_of[token]}" if token in entity_of else "O"
-                lines.append(f"{token} NN I-NP {tag}")
-        lines.append("")
-    path.write_text("\n".join(lines))
+    path.write_text(conll_text())
     return path
 
 
 def _pages(path: Path) -> Path:
-    rows = []
-    for i in range(12):
-        place, person = PLACES[i % 4], PEOPLE[(i + 1) % 4]
-        text = f"{person} travelled to {place} in the spring of year {1990 + i}. The visit was long."
-        links = [{"target": person, "start": 0, "end": len(person)},
-                 {"target": place, "start": text.index(place), "end": text.index(place) + len(place)}]
-        rows.append({"title": f"Page {i}", "text": text, "links": links})
-    path.write_text("\n".join(json.dumps(r) for r in rows))
+    path.write_text(pages_jsonl())
     return path
 
 

@@ -83,29 +83,41 @@ def first_words(text: str, max_words: int) -> str:
 def write_shard(directory: str | Path, shard: int, ids: np.ndarray, embeddings: np.ndarray,
                 attributes: dict[str, Any], dtype: str = "float16") -> dict[str, Any]:
     """Write one shard (rows sorted by id) under a temporary name, then rename it; returns its manifest entry."""
-    import h5py
-
     ids = np.asarray(ids, dtype=np.int64)
     order = np.argsort(ids, kind="stable")
     ids = ids[order]
     embeddings = np.asarray(embeddings)[order].astype(dtype, copy=False)
     file_name = SHARD_PATTERN.format(shard)
-    # h5py needs a real file: the shard is made in node-local scratch, then moved or uploaded whole
-    scratch = storage.scratch_dir("shard-")
-    try:
-        local = scratch / f"{file_name}{_TMP_MARK}{os.getpid()}"
-        with h5py.File(local, "w") as h5:
-            h5.create_dataset("ids", data=ids)
-            h5.create_dataset("embeddings", data=embeddings.reshape(len(ids), -1) if len(ids) else
-                              np.zeros((0, int(attributes.get("dimension", 0))), dtype=dtype))
-            for key, value in {**attributes, "dtype": dtype, "rows": len(ids)}.items():
-                h5.attrs[key] = "" if value is None else value
+    target = storage.join(directory, file_name)
+    if storage.on_local_disk(directory):  # written beside its final name, then renamed
+        final = Path(storage.resolve(target)[1])
+        final.parent.mkdir(parents=True, exist_ok=True)
+        local = final.with_name(f"{file_name}{_TMP_MARK}{os.getpid()}")
+        _write_h5(local, ids, embeddings, attributes, dtype)
         checksum = file_checksum(local)
-        storage.upload_file(local, storage.join(directory, file_name))
-    finally:
-        storage.remove_local(scratch)
+        local.replace(final)
+    else:  # h5py needs a real file: made in node-local scratch, then uploaded whole
+        scratch = storage.scratch_dir("shard-")
+        try:
+            local = scratch / file_name
+            _write_h5(local, ids, embeddings, attributes, dtype)
+            checksum = file_checksum(local)
+            storage.upload_file(local, target)
+        finally:
+            storage.remove_local(scratch)
     return {"shard": shard, "file": file_name, "rows": int(len(ids)), "checksum": checksum,
             "id_min": int(ids[0]) if len(ids) else None, "id_max": int(ids[-1]) if len(ids) else None}
+
+
+def _write_h5(path: Path, ids: np.ndarray, embeddings: np.ndarray, attributes: dict[str, Any], dtype: str) -> None:
+    import h5py
+
+    with h5py.File(path, "w") as h5:
+        h5.create_dataset("ids", data=ids)
+        h5.create_dataset("embeddings", data=embeddings.reshape(len(ids), -1) if len(ids) else
+                          np.zeros((0, int(attributes.get("dimension", 0))), dtype=dtype))
+        for key, value in {**attributes, "dtype": dtype, "rows": len(ids)}.items():
+            h5.attrs[key] = "" if value is None else value
 
 
 def _attr(value: Any) -> Any:
