@@ -8,13 +8,16 @@
 
 from __future__ import annotations
 
+import bisect
 import io
 import random
 import re
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
-from typing import IO, Iterable, Iterator, Sequence
+from typing import IO
 
 from contrastext import storage
 
@@ -116,8 +119,6 @@ def wiki_link_instances(pages: Iterable, splitter: OffsetSentenceSplitter | None
             continue
         sentences = splitter.split(text)
         starts = [s.start for s in sentences]
-        import bisect
-
         for link in links:
             target, start, end = ((link["target"], link["start"], link["end"]) if isinstance(link, dict)
                                   else (link.target, link.start, link.end))
@@ -165,24 +166,55 @@ def positive_pairs(instances: Sequence[PhraseInstance], *, keep_probability: flo
     stats = stats if stats is not None else PairStats()
     stats.instances = len(instances)
     for (source, key), members in sorted(groups.items()):
-        candidates = [(a, b) for x, a in enumerate(members) for b in members[x + 1:]
-                      if instances[a].sentence != instances[b].sentence]
-        rng.shuffle(candidates)
         taken = 0
-        for a, b in candidates:
-            if taken >= max_pairs_per_key:
-                break
+        for a, b in cross_sentence_pairs(members, instances, rng):
             if (a, b) in seen:
                 continue
             seen.add((a, b))
             taken += 1
             rows.append(pair_row(instances[a], instances[b], rng, keep_probability, group=f"{source}:{key}"))
+            if taken >= max_pairs_per_key:
+                break
         if taken:
             stats.keys_with_pairs += 1
             stats.by_source[source] += taken
     rng.shuffle(rows)
     stats.pairs = len(rows)
     return rows
+
+
+def cross_sentence_pairs(members: Sequence[int], instances: Sequence[PhraseInstance],
+                         rng: random.Random) -> Iterator[tuple[int, int]]:
+    """Every pair ``(a, b)``, ``a < b``, of ``members`` (indices into ``instances``) whose sentences differ, each
+    once, in a random order drawn lazily: O(m log m) to start and O(log m) per pair, never the m² list.
+
+    With the members ordered by sentence, the partners of the member at position ``x`` are the positions from
+    the end of its sentence's run onwards; numbering those pairs in order lets a drawn number be decoded into a
+    pair, and a sparse Fisher–Yates shuffle draws the numbers without repeats.
+    """
+    order = sorted(members, key=lambda i: instances[i].sentence)
+    run_ends = _run_ends([instances[i].sentence for i in order])
+    first_pair = list(accumulate((len(order) - end for end in run_ends), initial=0))
+    total = first_pair[-1]
+    swapped: dict[int, int] = {}
+    for drawn in range(total):
+        j = rng.randrange(drawn, total)
+        number = swapped.get(j, j)
+        swapped[j] = swapped.get(drawn, drawn)
+        x = bisect.bisect_right(first_pair, number) - 1
+        a, b = order[x], order[run_ends[x] + number - first_pair[x]]
+        yield (a, b) if a < b else (b, a)
+
+
+def _run_ends(values: Sequence[str]) -> list[int]:
+    """For each position of a sorted sequence, the position just after its run of equal values."""
+    ends = [0] * len(values)
+    end = len(values)
+    for x in range(len(values) - 1, -1, -1):
+        if x + 1 < len(values) and values[x] != values[x + 1]:
+            end = x + 1
+        ends[x] = end
+    return ends
 
 
 def pair_row(a: PhraseInstance, b: PhraseInstance, rng: random.Random | None, keep_probability: float,
@@ -238,9 +270,7 @@ def read_conll_entities(path: str | Path, labels: Sequence[str] | None = None,
     with _open_text(source) as f:
         for line in f:
             parts = line.split()
-            if not parts:
-                flush()
-            elif parts[0] == "-DOCSTART-":
+            if not parts or parts[0] == "-DOCSTART-":
                 flush()
             elif len(parts) < 2:
                 stats.skipped["line with fewer than 2 columns"] += 1

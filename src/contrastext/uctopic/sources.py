@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from contrastext import storage
 from contrastext.uctopic.config import PhraseSource, PretrainSettings
@@ -148,18 +148,20 @@ def load_phrase_source(source: PhraseSource, seed: int = 0) -> Instances:
     raise ValueError("no phrase source: set conll (a CoNLL-style file) or documents (a file or folder)")
 
 
+_PAGE_BATCH_ROWS = 256
+
+
 def iter_wiki_pages(settings: PretrainSettings) -> tuple[Iterator, str]:
-    """Pages with links (Page objects from a dump, or dict rows of a pages table) and where they come from."""
+    """Pages with links (Page objects from a dump, or dict rows of a pages table) and where they come from.
+
+    Both are read lazily, and only up to ``max_pages``.
+    """
     from itertools import islice
 
     if settings.pages:
-        import pyarrow.dataset as pads
-
-        filesystem, path = storage.resolve(settings.pages)  # a local file or folder, or a URI
-        table = pads.dataset(path, filesystem=filesystem,
-                             format="json" if settings.pages.endswith((".jsonl", ".json"))
-                             else "parquet").to_table(columns=["text", "links"])
-        rows = iter(table.to_pylist())
+        batch_rows = min(settings.max_pages or _PAGE_BATCH_ROWS, _PAGE_BATCH_ROWS)
+        batches = _table_batches(settings.pages, ["text", "links"], batch_rows)  # opened now: errors show here
+        rows = (row for batch in batches for row in batch.to_pylist())
         return islice(rows, settings.max_pages), settings.pages
     from contrastext.data.samples import find_dump_sample
     from contrastext.data.wikipedia import Page, iter_dump
@@ -167,3 +169,14 @@ def iter_wiki_pages(settings: PretrainSettings) -> tuple[Iterator, str]:
     dump = settings.dump or str(find_dump_sample())
     pages = (p for p in iter_dump(dump, links=True) if isinstance(p, Page))
     return islice(pages, settings.max_pages), dump
+
+
+def _table_batches(location: str, columns: list[str], batch_rows: int) -> Iterator:
+    """Record batches of a parquet/jsonl file or folder (local or URI), read as they are consumed."""
+    import pyarrow.dataset as pads
+
+    filesystem, path = storage.resolve(location)
+    kind = "json" if location.endswith((".jsonl", ".json")) else "parquet"
+    dataset = pads.dataset(path, filesystem=filesystem, format=kind)
+    # little read-ahead: a consumer that stops early leaves at most a couple of batches read in vain
+    return dataset.to_batches(columns=columns, batch_size=batch_rows, batch_readahead=1, fragment_readahead=1)
