@@ -1,7 +1,7 @@
 """Serving throughput: /v1/classify with dynamic batching vs batching off, 8 concurrent clients, loopback.
 
     python benchmarks/serve.py [--requests 2000] [--clients 8] [--memory-requests 10000] [--threads 2]
-                               [--precision auto|fp32|bf16] [--access-log]
+                               [--precision auto|fp32|bf16] [--access-log] [--use-gpu]
 
 One application serves the bundled MiniLM twice: model "batched" (dynamic batching, ``serve.batcher``)
 and model "unbatched" (one forward pass per request). Each phase sends the same fixed count of one-text
@@ -12,6 +12,7 @@ formed (their distribution, and the share of the phase its model thread was busy
 load average. Then the batched replica keeps answering until it has served ``--memory-requests``
 requests; its resident memory then must be within 10% of what it was after ``--memory-first`` (1,000)
 requests (no leak). ``--requests 0`` runs the memory check alone. The app's topics model is switched off.
+``--use-gpu`` puts both replicas on a GPU; on a one-GPU machine they share it.
 """
 
 from __future__ import annotations
@@ -79,6 +80,26 @@ def load(url: str, model: str, texts: list[str], count: int, clients: int) -> di
             "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99))}
 
 
+def share_gpus(replicas: int) -> None:
+    """Start a local Ray on which ``replicas`` one-GPU replicas fit, even on a machine with fewer GPUs.
+
+    Each served model asks Ray for a whole GPU, so on one GPU the second replica would never start. Ray is
+    told of as many GPUs as there are replicas and leaves CUDA_VISIBLE_DEVICES alone, so each replica sees
+    the real GPU. Ray refuses more GPUs than CUDA_VISIBLE_DEVICES names, so that is unset: the replicas
+    then use the machine's first GPU.
+    """
+    import torch
+
+    from contrastext.config import RayConfig
+    from contrastext.runtime import init_ray
+
+    if os.environ.get("RAY_ADDRESS") or torch.cuda.device_count() >= replicas:
+        return
+    os.environ["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"] = "1"
+    os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+    init_ray(RayConfig(), num_gpus=replicas)
+
+
 def replica_info(app_name: str, model: str) -> dict:
     from ray import serve
 
@@ -117,6 +138,7 @@ def throughput_report(args: argparse.Namespace, phases: dict[str, list[dict]], b
     return {"requests_per_phase": args.requests, "clients": args.clients, "rounds": args.rounds,
             "max_batch_size": args.max_batch_size, "batch_wait_ms": args.batch_wait_ms,
             "torch_threads": args.threads, "precision": batching["precision"], "access_log": args.access_log,
+            "use_gpu": args.use_gpu,
             "mean_requests_per_batch": batching["mean_batch_size"],
             "batching": batching, "phases": phases,
             "ratio_batched_over_unbatched": ratio, "memory": None}
@@ -140,6 +162,7 @@ def main() -> None:
                         help="keep Serve's per-request log lines (off by default here: on 2 cores they cost "
                              "CPU the replicas need, and the same for both phases)")
     parser.add_argument("--model", default=DEFAULT_MODEL)
+    parser.add_argument("--use-gpu", action="store_true", help="both replicas on a GPU")
     args = parser.parse_args()
 
     from ray import serve
@@ -149,7 +172,7 @@ def main() -> None:
 
     texts = [f"{title}. {body}" for title, body in ag_news_rows(2000)]
     common = {"model": args.model, "max_length": 128, "num_cpus": 1, "torch_threads": args.threads,
-              "precision": args.precision}
+              "precision": args.precision, "use_gpu": args.use_gpu}
     config = ServeConfig(
         port=free_port(), app_name="serve-benchmark",
         models={"batched": {**common, "batching": {"enabled": True, "max_batch_size": args.max_batch_size,
@@ -157,6 +180,8 @@ def main() -> None:
                 "unbatched": {**common, "batching": {"enabled": False}}},
         limits={"request_timeout_s": 120}, topics={"enabled": False}, access_log=args.access_log,
     )
+    if args.use_gpu:
+        share_gpus(replicas=2)
     url = start_serve(config)
     try:
         for model in ("batched", "unbatched"):  # warm-up: model threads, label-set cache, connections

@@ -1,10 +1,12 @@
 """Training throughput: the Ray Train loop with N CPU workers vs a plain single-process loop.
 
     python benchmarks/train_step.py [--pairs 1024] [--batch-size 32] [--workers 2] [--max-length 64]
+                                    [--log-every 4] [--use-gpu] [--ray-only]
 
 Same model (bundled MiniLM), same real pairs (AG News title → description), same loss (MNR), same global
 batch (the Ray run splits it across workers, so each step does the same work). Steady-state pairs/s
 comes from the steps after the first log window of each run; Ray's start-up is reported apart.
+``--use-gpu`` gives each Ray Train worker a GPU; ``--ray-only`` leaves out the single-process baseline.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from contrastext.models import DEFAULT_MODEL, TextEncoder  # noqa: E402
 from contrastext.report import format_table  # noqa: E402
 
 
-def single_process(pairs: list[tuple[str, str]], batch_size: int, max_length: int, warmup_steps: int) -> dict:
-    encoder = TextEncoder.from_pretrained(DEFAULT_MODEL, max_length=max_length, device="cpu")
+def single_process(pairs: list[tuple[str, str]], batch_size: int, max_length: int, warmup_steps: int,
+                   device: str = "cpu") -> dict:
+    encoder = TextEncoder.from_pretrained(DEFAULT_MODEL, max_length=max_length, device=device)
     encoder.train()
     optimizer = torch.optim.AdamW(encoder.parameters(), lr=2e-5)
     loss_fn = MultipleNegativesRankingLoss()
@@ -47,7 +50,7 @@ def single_process(pairs: list[tuple[str, str]], batch_size: int, max_length: in
 
 
 def ray_train(pairs: list[tuple[str, str]], batch_size: int, workers: int, max_length: int,
-              log_every: int) -> dict:
+              log_every: int, use_gpu: bool = False) -> dict:
     import ray.data
 
     from contrastext.runtime import init_ray
@@ -55,8 +58,9 @@ def ray_train(pairs: list[tuple[str, str]], batch_size: int, workers: int, max_l
 
     started = time.perf_counter()
     init_ray(RayConfig())
+    scaling = ScalingSettings(num_workers=workers, use_gpu=use_gpu)
     config = TrainConfig(encoder=EncoderConfig(model=DEFAULT_MODEL, max_length=max_length),
-                         batch_size=batch_size // workers, scaling=ScalingSettings(num_workers=workers),
+                         batch_size=batch_size // workers, scaling=scaling,
                          checkpoint_every_steps=None, log_every_steps=log_every, shuffle_buffer_rows=0)
     rows = [{"anchor": a, "positive": p} for a, p in pairs]
     with tempfile.TemporaryDirectory() as tmp:
@@ -64,7 +68,8 @@ def ray_train(pairs: list[tuple[str, str]], batch_size: int, workers: int, max_l
     wall = time.perf_counter() - started
     windows = [m["rows_per_s"] for m in result.history if "rows_per_s" in m]
     steady = windows[1:] or windows  # the first window includes compilation and data start-up
-    return {"pairs_per_s": sum(steady) / len(steady), "windows_pairs_per_s": windows,
+    pairs_per_s = sum(steady) / len(steady)
+    return {"pairs_per_s": pairs_per_s, "steps_per_s": pairs_per_s / batch_size, "windows_pairs_per_s": windows,
             "wall_s_incl_startup": wall, "wall_pairs_per_s": len(rows) / wall}
 
 
@@ -74,21 +79,29 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32, help="global batch of both runs")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--max-length", type=int, default=64)
+    parser.add_argument("--log-every", type=int, default=4, help="steps per throughput window")
+    parser.add_argument("--use-gpu", action="store_true", help="one GPU per Ray Train worker")
+    parser.add_argument("--ray-only", action="store_true", help="skip the single-process baseline")
     args = parser.parse_args()
     pairs = ag_news_rows(args.pairs)
-    log_every = 4
-    plain = single_process(pairs, args.batch_size, args.max_length, warmup_steps=log_every)
-    distributed = ray_train(pairs, args.batch_size, args.workers, args.max_length, log_every)
-    ratio = distributed["pairs_per_s"] / plain["pairs_per_s"]
+    device = "cuda" if args.use_gpu else "cpu"
+    plain = None if args.ray_only else single_process(pairs, args.batch_size, args.max_length, args.log_every,
+                                                      device)
+    distributed = ray_train(pairs, args.batch_size, args.workers, args.max_length, args.log_every, args.use_gpu)
+    ratio = distributed["pairs_per_s"] / plain["pairs_per_s"] if plain else None
     result = {"pairs": len(pairs), "global_batch": args.batch_size, "workers": args.workers,
-              "max_length": args.max_length, "cpu_count": os.cpu_count(),
+              "use_gpu": args.use_gpu, "max_length": args.max_length, "cpu_count": os.cpu_count(),
               "single_process": plain, "ray_train": distributed, "ratio_ray_over_single": ratio}
-    print(format_table([
-        [f"single process ({plain['threads']} torch threads)", plain["pairs_per_s"]],
-        [f"Ray Train, {args.workers} CPU workers, steady state", distributed["pairs_per_s"]],
+    kind = "GPU" if args.use_gpu else "CPU"
+    rows = [
+        [f"Ray Train, {args.workers} {kind} workers, steady state", distributed["pairs_per_s"]],
         ["Ray Train incl. Ray + worker start-up", distributed["wall_pairs_per_s"]],
-        ["ratio Ray / single (steady state)", ratio],
-    ], headers=[f"MNR, global batch {args.batch_size}, {len(pairs)} AG News pairs (pairs/s)", "value"]))
+    ]
+    if plain:
+        rows.insert(0, [f"single process ({plain['threads']} torch threads)", plain["pairs_per_s"]])
+        rows.append(["ratio Ray / single (steady state)", ratio])
+    title = f"MNR, global batch {args.batch_size}, {len(pairs)} AG News pairs (pairs/s)"
+    print(format_table(rows, headers=[title, "value"]))
     print(f"written to {write_result('train_step', result)}")
 
 
