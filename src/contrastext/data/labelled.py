@@ -27,7 +27,11 @@ _ESCAPED_BREAK = re.compile(r"\\n|\\|\s+")
 
 
 class LabelledTextsConfig(Settings):
-    path: str = Field(..., description="file; relative paths are read under the data folder")
+    path: str | None = Field(None, description="file; relative paths are read under the data folder (None: the "
+                                               "dataset's own file, found or fetched)")
+    dataset: Literal["vital_articles"] | None = Field(
+        None, description="a known dataset read by its own reader (see contrastext.data.vital); None: a CSV, "
+                          "JSON lines or parquet file at path")
     columns: list[str] | None = Field(None, description="header-less CSV: the name of each column, in order")
     text_columns: list[str] = Field(["text"], min_length=1, description="joined into the text (see join)")
     join: Literal["space", "sentences"] = Field(
@@ -40,11 +44,22 @@ class LabelledTextsConfig(Settings):
 
     @model_validator(mode="after")
     def _columns_known(self) -> "LabelledTextsConfig":
+        if self.path is None and self.dataset is None:
+            raise ValueError("a text set needs a path or a dataset")
         if self.columns is not None:
             missing = [c for c in [*self.text_columns, self.label_column] if c and c not in self.columns]
             if missing:
                 raise ValueError(f"columns {missing} are not among the declared columns {self.columns}")
         return self
+
+
+def vital_articles(labelled: bool = True) -> LabelledTextsConfig:
+    """Wikipedia's Vital articles: "Title. Lead section", labelled by topic (``Uncategorized`` left out)."""
+    from contrastext.data.vital import TOPICS
+
+    return LabelledTextsConfig(dataset="vital_articles", text_columns=["title", "extract"], join="sentences",
+                               label_column="topic" if labelled else None,
+                               label_names={topic: topic for topic in TOPICS} if labelled else None)
 
 
 def ag_news_test(path: str = "ag_news/test.csv") -> LabelledTextsConfig:
@@ -110,7 +125,26 @@ def resolve_data_path(path: str, data_dir: str | os.PathLike[str] | None) -> Pat
     return candidate
 
 
+def dataset_file(config: LabelledTextsConfig, data_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The file of a known dataset: under the data folder if there, else found elsewhere or fetched."""
+    from contrastext.data.vital import VITAL_FILE, VITAL_FOLDER, find_vital_articles
+
+    if data_dir is not None and (Path(data_dir) / VITAL_FOLDER / VITAL_FILE).is_file():
+        return Path(data_dir) / VITAL_FOLDER / VITAL_FILE
+    return find_vital_articles()
+
+
+def describe(config: LabelledTextsConfig) -> str:
+    """How a text set is named in reports: its path, or its dataset's name."""
+    return config.path or str(config.dataset)
+
+
 def _records(path: Path, config: LabelledTextsConfig, skipped: Counter) -> Iterator[dict[str, Any]]:
+    if config.dataset == "vital_articles":
+        from contrastext.data.vital import iter_vital_records
+
+        yield from iter_vital_records(path, skipped)
+        return
     if config.columns is None:
         yield from iter_records(path, skipped)
         return
@@ -129,6 +163,8 @@ def load_labelled_texts(config: LabelledTextsConfig,
                         data_dir: str | os.PathLike[str] | None = None) -> LabelledTexts:
     from contrastext import storage
 
+    if config.path is None:
+        return load_labelled_texts(config.model_copy(update={"path": str(dataset_file(config, data_dir))}))
     if storage.is_uri(config.path):  # read from a local copy; the file is driver-sized by design (a dev set)
         with storage.local_file(config.path) as local:
             return load_labelled_texts(config.model_copy(update={"path": str(local)}))
