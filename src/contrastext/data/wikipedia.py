@@ -361,7 +361,10 @@ def read_categories_table(path: str | Path) -> tuple[str, dict]:
 
 
 def iter_table_pages(rows: Iterable[dict], categories: tuple[str, dict] | None) -> Iterator[Page | Skipped]:
-    """Pages from rows of the HF ``wikipedia`` layout (``id, url, title, text``) joined with categories."""
+    """Pages from rows of the HF ``wikipedia`` layout (``id, url, title, text``) joined with categories.
+
+    Without a categories table, a row's own ``categories`` column is used (the pages layout of build_corpus).
+    """
     key, mapping = categories if categories is not None else ("page_id", {})
     for row in rows:
         raw_id, title, text = row.get("id", row.get("page_id")), row.get("title"), row.get("text")
@@ -377,7 +380,8 @@ def iter_table_pages(rows: Iterable[dict], categories: tuple[str, dict] | None) 
             yield Skipped("empty_text", page_id, title)
             continue
         lookup = page_id if key == "page_id" else normalize_title(str(title))
-        yield Page(page_id, str(title), str(text).strip(), list(mapping.get(lookup, [])))
+        own = _as_category_list(row.get("categories")) if categories is None else []
+        yield Page(page_id, str(title), str(text).strip(), list(mapping.get(lookup, own)))
 
 
 def iter_table_file(path: str | Path, categories: tuple[str, dict] | None,

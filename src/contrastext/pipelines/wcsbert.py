@@ -196,7 +196,8 @@ def _stage_corpus(config: WCSBertConfig, run: str) -> dict[str, Any]:
         _say("corpus: done in an earlier run")
         return done
     summary = run_build_corpus(BuildCorpusConfig(
-        dump=config.corpus.dump, index=config.corpus.index, pairs=config.corpus.pairs,
+        dump=config.corpus.dump, index=config.corpus.index, pages_table=config.corpus.pages_table,
+        pairs=config.corpus.pairs,
         output=OutputConfig(storage_path=run, name="corpus"), ray=config.ray))
     keep = ("pages", "pages_with_2_categories", "distinct_categories", "pairs_written")
     return _mark_done(storage.join(run, "corpus"), settings, {k: summary[k] for k in keep} | {"input": summary["input"]})

@@ -41,6 +41,8 @@ class CorpusStageConfig(Settings):
 
     dump: str | None = Field(None, description="pages-articles .xml.bz2; None: the real dump sample")
     index: str | None = Field(None, description="multistream index for parallel reading")
+    pages_table: list[str] | None = Field(None, description="instead of a dump: page files or folders (HF "
+                                                            "wikipedia layout, or pages with a categories column)")
     pairs: PairOptions = Field(default_factory=PairOptions)
 
 
