@@ -127,6 +127,33 @@ def test_ray_warnings_go_to_rays_logger_others_to_the_console(monkeypatch):
     assert len(logged) == 1 and "old Ray API" in logged[0]
 
 
+def test_raylet_warnings_go_to_rays_logger_its_errors_still_print(monkeypatch):
+    import ray._private.worker as ray_worker
+
+    printed, logged = [], []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            logged.append(record.getMessage())
+
+    monkeypatch.setattr(ray_worker, "print_to_stdstream", lambda data, ignore_prefix=False: printed.append(data))
+    handler = Collect()
+    logging.getLogger("ray").addHandler(handler)
+    try:
+        console._route_raylet_warnings()
+        console._route_raylet_warnings()  # wrapped once, however often Ray is started
+        ray_worker.print_to_stdstream({"lines": ["\x1b[33mWARNING: 8 PYTHON worker processes have been started"],
+                                       "pid": "raylet", "is_err": False})
+        died = {"lines": ["A worker died or was killed while executing a task"], "pid": "raylet", "is_err": False}
+        ray_worker.print_to_stdstream(died)
+        console.forget_ray_forwarding()
+        assert not getattr(ray_worker.print_to_stdstream, "wrapped", None)
+    finally:
+        logging.getLogger("ray").removeHandler(handler)
+    assert printed == [died]
+    assert logged == ["raylet: WARNING: 8 PYTHON worker processes have been started"]
+
+
 def test_every_job_takes_verbose():
     from contrastext.cli import JOBS, build_parser
 

@@ -161,6 +161,7 @@ def after_ray_init(context: Any = None) -> None:
         dispatcher.remove_handler(_RAY_PRINTER)
         dispatcher.remove_handler(_FORWARDER)
         dispatcher.add_handler(_FORWARDER, WorkerLineFilter())
+    _route_raylet_warnings()
     dashboard = getattr(context, "dashboard_url", None)
     where = logs_dir or "the Ray session's logs folder"
     log.info("Ray's logs and the workers' output: %s%s (--verbose prints them here)", where,
@@ -172,6 +173,38 @@ def forget_ray_forwarding() -> None:
     dispatcher = _dispatcher()
     if dispatcher is not None:
         dispatcher.remove_handler(_FORWARDER)
+    _restore_raylet_printing()
+
+
+def _route_raylet_warnings() -> None:
+    """The raylet's warnings (e.g. "N PYTHON worker processes have been started") go to the driver's log
+    file; its errors (a worker died, out of memory) still print. Ray prints them from a thread of its own
+    through ``print_to_stdstream``, not through the dispatcher, so that function is wrapped."""
+    import ray._private.worker as ray_worker
+
+    printer = ray_worker.print_to_stdstream
+    if getattr(printer, _TAG, False):
+        return
+
+    def print_or_log(data: dict[str, Any], ignore_prefix: bool = False) -> None:
+        lines = data.get("lines") or []
+        if data.get("pid") == "raylet" and all(_ANSI.sub("", line).lstrip().startswith("WARNING") for line in lines):
+            for line in lines:  # Ray's loggers write below ERROR to the driver's log file
+                logging.getLogger("ray").warning("raylet: %s", _ANSI.sub("", line))
+            return
+        printer(data, ignore_prefix=ignore_prefix)
+
+    setattr(print_or_log, _TAG, True)
+    print_or_log.wrapped = printer  # type: ignore[attr-defined]
+    ray_worker.print_to_stdstream = print_or_log
+
+
+def _restore_raylet_printing() -> None:
+    import ray._private.worker as ray_worker
+
+    wrapped = getattr(ray_worker.print_to_stdstream, "wrapped", None)
+    if wrapped is not None:
+        ray_worker.print_to_stdstream = wrapped
 
 
 def ray_logs_dir() -> str | None:
