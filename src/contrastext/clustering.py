@@ -49,6 +49,22 @@ def spherical_kmeans(embeddings: np.ndarray, k: int, *, seed: int = 0, niter: in
                         inertia=float(np.sum(1.0 - similarity[:, 0])))
 
 
+def nearest_neighbours(embeddings: np.ndarray, k: int) -> np.ndarray:
+    """[n, k] each row's k most cosine-similar other rows (faiss exact search), nearest first."""
+    import faiss
+
+    x = _unit_rows(embeddings)
+    if not 1 <= k < x.shape[0]:
+        raise ValueError(f"k={k} must be between 1 and the number of rows less one ({x.shape[0] - 1})")
+    index = faiss.IndexFlatIP(x.shape[1])
+    index.add(x)
+    _, found = index.search(x, k + 1)
+    own = found == np.arange(x.shape[0])[:, None]
+    # a row's own index is usually first but ties may put it later or (duplicates) out of the top k + 1
+    keep = np.where(own.any(axis=1, keepdims=True), ~own, np.arange(k + 1)[None, :] < k)
+    return found[keep].reshape(x.shape[0], k).astype(np.int64)
+
+
 def select_k_by_silhouette(embeddings: np.ndarray, k_values: Sequence[int], *, seed: int = 0,
                            sample_size: int | None = 5000) -> tuple[int, dict[int, float]]:
     """The k of ``k_values`` whose spherical k-means has the highest cosine silhouette, and every score."""
