@@ -36,3 +36,51 @@ def test_category_pairs_vote_and_deduplicate():
     assert rows == {"Football": "About Sports", "Cities": "About Science", "Physics": "About Science"}
     assert pairs.conflicts == 1  # "Cities" was on pages of both labels; 2 of its 3 pages say Sci/Tech
     assert len(pairs.rows()) == 3 and set(pairs.rows()[0]) == {"anchor", "positive"}
+
+
+def _category_pairs_by_counters(categories, pseudo, label_set, template, max_pairs_per_label=None):
+    """The per-category counter formulation, pages read in order of confidence (the reference)."""
+    from collections import Counter, defaultdict
+
+    from contrastext.selftrain.pseudo_pairs import PseudoPairs, prompt_for
+
+    votes, aliases, first_seen = defaultdict(Counter), defaultdict(Counter), {}
+    kept = pseudo.kept[np.argsort(-pseudo.confidence[pseudo.kept], kind="stable")]
+    for order, i in enumerate(kept):
+        label = int(pseudo.label[i])
+        for category in dict.fromkeys(categories[i]):
+            votes[category][label] += 1
+            aliases[(category, label)][int(pseudo.alias[i, label])] += 1
+            first_seen.setdefault(category, order)
+    anchors, positives, labels, per_label = [], [], [], Counter()
+    for category in sorted(votes, key=first_seen.__getitem__):
+        label = votes[category].most_common(1)[0][0]
+        if max_pairs_per_label is not None and per_label[label] >= max_pairs_per_label:
+            continue
+        per_label[label] += 1
+        anchors.append(category)
+        positives.append(prompt_for(label_set, template, label, aliases[(category, label)].most_common(1)[0][0]))
+        labels.append(label)
+    return PseudoPairs(anchors, positives, labels, conflicts=sum(len(c) > 1 for c in votes.values()))
+
+
+def test_category_pairs_of_pages_in_file_order_match_the_counter_formulation():
+    from contrastext.selftrain.pseudo_pairs import category_pairs_of_pages
+
+    rng = np.random.default_rng(3)
+    n = 400
+    names = [f"C{i}" for i in range(60)]
+    categories = [[names[j] for j in rng.zipf(1.3, size=rng.integers(0, 7)) % 60] for _ in range(n)]
+    labels = rng.integers(0, 2, n)
+    alias = np.zeros((n, 2), dtype=np.int64)
+    alias[:, 1] = rng.integers(0, 2, n)
+    confidence = np.round(rng.random(n), 1)  # ties in confidence, as margins have
+    pseudo = PseudoLabels(label=labels, score=confidence, confidence=confidence, alias=alias,
+                          kept=np.sort(rng.choice(n, 250, replace=False)))
+    for cap in (None, 5):
+        expected = _category_pairs_by_counters(categories, pseudo, LABELS, T, cap)
+        shuffled = [(int(i), categories[i]) for i in rng.permutation(pseudo.kept)]
+        got = category_pairs_of_pages(shuffled, pseudo, LABELS, T, cap)
+        assert (got.anchors, got.positives, got.labels, got.conflicts) == \
+               (expected.anchors, expected.positives, expected.labels, expected.conflicts)
+        assert category_pairs(categories, pseudo, LABELS, T, cap).anchors == expected.anchors

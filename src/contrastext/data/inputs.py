@@ -19,18 +19,24 @@ _materialized: dict[str, str] = {}  # per worker process: shipped file → its l
 
 
 def ship_local_files(paths: list[str], limit_bytes: int = SHIP_LIMIT_BYTES) -> dict[str, Any]:
-    """``{path: ObjectRef of its bytes}`` for each local file up to ``limit_bytes``; URIs are left alone."""
+    """``{path: ObjectRef of its bytes}`` for local files, up to ``limit_bytes`` in all; URIs are left alone.
+
+    The limit is on the total, not per file: the driver puts every shipped byte into the object store, so
+    a corpus split into many small local files would otherwise pass through the driver whole.
+    """
     import ray
 
     shipped: dict[str, Any] = {}
+    budget = limit_bytes
     for path in dict.fromkeys(paths):
         if storage.is_uri(path):
             continue
         size = Path(path).stat().st_size
-        if size > limit_bytes:
+        if size > budget:
             log.info("%s (%d MiB) is read in place: it must be on a folder every node mounts", path, size >> 20)
             continue
         shipped[path] = ray.put(Path(path).read_bytes())
+        budget -= size
     return shipped
 
 

@@ -45,7 +45,7 @@ from contrastext.selftrain.prototypes import (
     prototype_scores,
     refine_prototypes,
 )
-from contrastext.selftrain.pseudo_pairs import PseudoPairs, category_pairs, text_pairs
+from contrastext.selftrain.pseudo_pairs import PseudoPairs, category_pairs_of_pages, text_pairs
 from contrastext.selftrain.scoring import changed_share, score_pool
 
 log = logging.getLogger(__name__)
@@ -212,13 +212,16 @@ def _dev_pages(config: WCSBertConfig, pages_dir: str) -> tuple[list[str], list[l
     from contrastext.selftrain.pool import iter_pages, page_columns
 
     pre = config.pretrain
-    candidates = [(int(row["page_id"]), list(dict.fromkeys(row["categories"])))
-                  for row in iter_pages(pages_dir, ["page_id", "categories"])
+    # ids only: the candidates are a fifth of all pages, their category lists would grow with the corpus
+    candidates = [int(row["page_id"]) for row in iter_pages(pages_dir, ["page_id", "categories"])
                   if len(set(row["categories"] or ())) == 3]
     wanted = min(len(candidates), max(int(round(pre.dev_fraction * len(candidates))), pre.dev_min_pages))
     rng = np.random.default_rng(pre.train.seed)
-    chosen = [candidates[i] for i in sorted(rng.choice(len(candidates), wanted, replace=False))] if wanted else []
-    texts = page_columns(pages_dir, np.asarray([i for i, _ in chosen], np.int64), "text") if chosen else []
+    ids = np.asarray([candidates[i] for i in sorted(rng.choice(len(candidates), wanted, replace=False))]
+                     if wanted else [], np.int64)
+    categories = page_columns(pages_dir, ids, "categories") if len(ids) else []
+    chosen = [(int(i), list(dict.fromkeys(c))) for i, c in zip(ids, categories)]
+    texts = page_columns(pages_dir, ids, "text") if len(ids) else []
     kept = [(c, t) for c, t in zip(chosen, texts) if (t or "").strip()]
     return ([first_words(t, pre.query_words) for _, t in kept], [cats for (_, cats), _ in kept],
             {page_id for (page_id, _), _ in kept})
@@ -251,7 +254,7 @@ def _stage_pretrain(config: WCSBertConfig, run: str) -> dict[str, Any]:
         dataset = dataset.map_batches(_drop_pages, batch_format="pyarrow",
                                       fn_kwargs={"held": pa.array(sorted(dev_ids), pa.int64())})
     dataset = dataset.select_columns(["anchor", "positive"])
-    rows = dataset.count()
+    rows = pairs_left(pair_files, dev_ids)
     if rows == 0:
         raise ValueError(f"{storage.join(corpus, 'pairs')} holds no category pairs: nothing to pretrain on")
     categories = storage.read_parquet(storage.join(corpus, "category_counts.parquet"),
@@ -271,6 +274,23 @@ def _stage_pretrain(config: WCSBertConfig, run: str) -> dict[str, Any]:
            "loss": mean_logged_loss(result.history), "dev_before": before, "dev_after": after,
            "seconds": time.perf_counter() - started, "model": model}
     return _mark_done(stage, settings, out)
+
+
+def pairs_left(pair_files: list[str], held: set[int]) -> int:
+    """Pairs the pretraining reads: the files' row counts (parquet footers) less the held-out pages' pairs.
+
+    Only ``page_id`` is read, and only with pages held out; ``Dataset.count()`` would read and filter every
+    pair, texts included, once more before the training reads them.
+    """
+    import pyarrow.compute as pc
+
+    rows = sum(storage.parquet_file(f).metadata.num_rows for f in pair_files)
+    if held:
+        value_set = pa.array(sorted(held), pa.int64())
+        for f in pair_files:
+            for batch in storage.parquet_file(f).iter_batches(columns=["page_id"], batch_size=65_536):
+                rows -= pc.sum(pc.is_in(batch.column(0), value_set=value_set)).as_py() or 0
+    return rows
 
 
 def _drop_pages(batch: pa.Table, held: pa.Array) -> pa.Table:
@@ -494,7 +514,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
 def _self_training_round(config: WCSBertConfig, r: int, stage: str, model: str, model_0: str,
                          embeddings_dir: str, pages: str, label_set, previous_labels, eval_set, fit,
                          ray_data) -> dict[str, Any]:
-    from contrastext.selftrain.pool import page_columns
+    from contrastext.selftrain.pool import iter_page_column, page_columns
 
     t = time.perf_counter()
     labels = config.labels
@@ -510,11 +530,10 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: str, model: str, 
     storage.write_npy(storage.join(stage, "pseudo_labels.npy"), pseudo.label)
     kept_ids = pool.ids[pseudo.kept]
     if config.pool.source == "wikipedia":
-        cats = page_columns(pages, kept_ids, "categories")
-        full = [None] * len(pool.ids)
-        for i, c in zip(pseudo.kept, cats):
-            full[i] = c or []
-        pairs = category_pairs(full, pseudo, label_set, labels.template, config.rounds.max_pairs_per_label)
+        # streamed from the pages files: a list of every kept page's categories grows with the pool
+        kept_categories = ((int(pseudo.kept[n]), cats) for n, cats in iter_page_column(pages, kept_ids, "categories"))
+        pairs = category_pairs_of_pages(kept_categories, pseudo, label_set, labels.template,
+                                        config.rounds.max_pairs_per_label)
     else:
         texts = page_columns(pages, kept_ids, "text")
         full_texts = [""] * len(pool.ids)

@@ -60,3 +60,19 @@ def page_columns(pages: str, ids: np.ndarray, column: str) -> list:
     if found < len(ids):
         raise KeyError(f"{len(ids) - found} page ids not found under {pages}")
     return out
+
+
+def iter_page_column(pages: str, ids: np.ndarray, column: str) -> Iterator[tuple[int, object]]:
+    """``(n, value)``: ``column`` of the page with id ``ids[n]``, in the order of the pages files, a record batch
+    at a time (memory: the ids and one batch, not the values of every page); every id must exist."""
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = np.asarray(ids, dtype=np.int64)[order]
+    id_set = pa.array(sorted_ids, pa.int64())
+    found = 0
+    for batch in iter_page_batches(pages, ["page_id", column]):
+        hits = batch.filter(pc.is_in(batch.column(0), value_set=id_set))
+        positions = order[np.searchsorted(sorted_ids, hits.column(0).to_numpy())]
+        yield from zip(positions.tolist(), hits.column(1).to_pylist())
+        found += len(positions)
+    if found < len(ids):
+        raise KeyError(f"{len(ids) - found} page ids not found under {pages}")

@@ -11,9 +11,10 @@ Many rows share a positive; the MNR loss treats such rows as one candidate (no f
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -60,28 +61,83 @@ def text_pairs(texts: Sequence[str], pseudo: PseudoLabels, label_set: LabelSet, 
 def category_pairs(categories: Sequence[Sequence[str]], pseudo: PseudoLabels, label_set: LabelSet,
                    template: str, max_pairs_per_label: int | None = None) -> PseudoPairs:
     """One pair per distinct category of the kept pages, labelled by the majority of its pages."""
-    votes: dict[str, Counter] = defaultdict(Counter)
-    aliases: dict[tuple[str, int], Counter] = defaultdict(Counter)
-    first_seen: dict[str, int] = {}
-    for order, i in enumerate(_most_confident_first(pseudo)):
-        label = int(pseudo.label[i])
-        for category in dict.fromkeys(categories[i]):
-            votes[category][label] += 1
-            aliases[(category, label)][int(pseudo.alias[i, label])] += 1
-            first_seen.setdefault(category, order)
-    conflicts = sum(1 for counts in votes.values() if len(counts) > 1)
+    kept = ((int(i), categories[i]) for i in pseudo.kept)
+    return category_pairs_of_pages(kept, pseudo, label_set, template, max_pairs_per_label)
+
+
+def category_pairs_of_pages(pages: Iterable[tuple[int, Sequence[str] | None]], pseudo: PseudoLabels,
+                            label_set: LabelSet, template: str,
+                            max_pairs_per_label: int | None = None) -> PseudoPairs:
+    """``category_pairs`` from ``(pool index, categories)`` of the kept pages, met in any order (as the pages
+    files hold them), so no list of every kept page's categories is needed.
+
+    Each category occurrence is kept as four numbers, not in per-category counters (a million-page pool
+    has about 200k categories on its kept pages: some 250 MB of counters against about 25 MB here).
+    The result is the one the pages would give in order of confidence: a category goes to the label most of
+    its pages carry, a tie to the label met first in that order; its alias likewise; categories are listed
+    by their first page in that order, then by their place on that page.
+    """
+    rank = np.empty(len(pseudo.label), dtype=np.int64)
+    order = _most_confident_first(pseudo)
+    rank[order] = np.arange(len(order))
+    names: list[str] = []
+    index: dict[str, int] = {}
+    category, label, alias, first = array("l"), array("l"), array("l"), array("q")
+    for i, cats in pages:
+        page_label = int(pseudo.label[i])
+        page_alias = int(pseudo.alias[i, page_label])
+        for place, name in enumerate(dict.fromkeys(cats or ())):
+            if name not in index:
+                index[name] = len(names)
+                names.append(name)
+            category.append(index[name])
+            label.append(page_label)
+            alias.append(page_alias)
+            first.append(int(rank[i]) * _MAX_PLACES + min(place, _MAX_PLACES - 1))
+    return _pairs_of_occurrences(names, np.frombuffer(category, np.int64), np.frombuffer(label, np.int64),
+                                 np.frombuffer(alias, np.int64), np.frombuffer(first, np.int64), len(label_set.labels),
+                                 label_set, template, max_pairs_per_label)
+
+
+_MAX_PLACES = 1 << 16  # a category's place on its page, packed below the page's rank
+
+
+def _votes(keys: np.ndarray, first: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Occurrences per key and each key's earliest ``first``."""
+    earliest = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(earliest, keys, first)
+    return np.bincount(keys, minlength=size), earliest
+
+
+def _winner(counts: np.ndarray, earliest: np.ndarray) -> np.ndarray:
+    """Per row, the column with most votes; a tie goes to the column met first."""
+    top = counts == counts.max(axis=1, keepdims=True)
+    return np.where(top, earliest, np.iinfo(np.int64).max).argmin(axis=1)
+
+
+def _pairs_of_occurrences(names: list[str], category: np.ndarray, label: np.ndarray, alias: np.ndarray,
+                          first: np.ndarray, n_labels: int, label_set: LabelSet, template: str,
+                          max_pairs_per_label: int | None) -> PseudoPairs:
+    n = len(names)
+    counts, earliest = _votes(category * n_labels + label, first, n * n_labels)
+    counts, earliest = counts.reshape(n, n_labels), earliest.reshape(n, n_labels)
+    winner = _winner(counts, earliest)
+    conflicts = int(((counts > 0).sum(axis=1) > 1).sum())
+    n_aliases = int(alias.max()) + 1 if len(alias) else 1
+    won = label == winner[category]
+    alias_counts, alias_earliest = _votes(category[won] * n_aliases + alias[won], first[won], n * n_aliases)
+    best_alias = _winner(alias_counts.reshape(n, n_aliases), alias_earliest.reshape(n, n_aliases))
     anchors, positives, labels = [], [], []
     per_label: Counter = Counter()
     # categories of the most confident pages first, so a cap keeps the surest ones
-    for category in sorted(votes, key=first_seen.__getitem__):
-        label = votes[category].most_common(1)[0][0]
-        if max_pairs_per_label is not None and per_label[label] >= max_pairs_per_label:
+    for c in np.argsort(earliest.min(axis=1), kind="stable").tolist():
+        chosen = int(winner[c])
+        if max_pairs_per_label is not None and per_label[chosen] >= max_pairs_per_label:
             continue
-        per_label[label] += 1
-        alias = aliases[(category, label)].most_common(1)[0][0]
-        anchors.append(category)
-        positives.append(prompt_for(label_set, template, label, alias))
-        labels.append(label)
+        per_label[chosen] += 1
+        anchors.append(names[c])
+        positives.append(prompt_for(label_set, template, chosen, int(best_alias[c])))
+        labels.append(chosen)
     return PseudoPairs(anchors, positives, labels, conflicts=conflicts)
 
 
