@@ -26,6 +26,11 @@ NEWS = [("Sports", "the team won the football match and the cup final"),
         ("Sci/Tech", "a space probe sent back images of the planet to scientists")]
 
 
+# the news labels of the texts above, in place of the default's Vital-article topics
+NEWS_LABELS = ["labels.names=[World, Sports, Business, Sci/Tech]", "labels.aliases={Sci/Tech: [Science, Technology]}",
+               "labels.template=This topic is talk about {label}"]
+
+
 def _labelled_file(path: Path, copies: int = 3) -> Path:
     rows = [{"text": f"{text} (report {i})", "label": label} for i in range(copies) for label, text in NEWS]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
@@ -33,7 +38,8 @@ def _labelled_file(path: Path, copies: int = 3) -> Path:
 
 
 def _config(tmp_path: Path, tiny_encoder_dir: Path, **overrides) -> WCSBertConfig:
-    sets = [f"encoder.model={tiny_encoder_dir}", f"output.storage_path={tmp_path / 'runs'}",
+    sets = [*NEWS_LABELS, "pool.source=wikipedia", "evaluation.half=null",
+            f"encoder.model={tiny_encoder_dir}", f"output.storage_path={tmp_path / 'runs'}",
             "output.name=wcsbert", f"corpus.dump={shared_data('wikipedia/' + DEFAULT_SAMPLE)}",
             "pretrain.train.max_steps=2", "pretrain.train.batch_size=16", "pretrain.dev_min_pages=5",
             "rounds.rounds=2", "rounds.train.max_steps=2", "rounds.train.batch_size=8",
@@ -46,7 +52,8 @@ def _config(tmp_path: Path, tiny_encoder_dir: Path, **overrides) -> WCSBertConfi
 
 
 def test_every_stage_runs_then_a_second_run_skips_them(ray_session, tiny_encoder_dir, tmp_path, capsys):
-    config = _config(tmp_path, tiny_encoder_dir, **{"pretrain.use": "if_dev_improves", "rounds.min_change": "0"})
+    config = _config(tmp_path, tiny_encoder_dir, **{"pretrain.use": "if_dev_improves", "rounds.min_change": "0",
+                                                     "rounds.guard": "false"})
     summary = run_wcsbert(config)
     run = tmp_path / "runs" / "wcsbert"
     assert summary["corpus"]["pages"] == 106 and summary["corpus"]["pairs_written"] > 4000
@@ -68,7 +75,8 @@ def test_every_stage_runs_then_a_second_run_skips_them(ray_session, tiny_encoder
         assert len({p["anchor"] for p in pairs}) == len(pairs)  # one label per category
     assert summary["rounds"][1]["labels_changed"] is not None
     schemes = [e["scheme"] for e in summary["evaluations"] if e["stage"] == "untrained"]
-    assert schemes == ["labels only, 4 labels", "labels only, 5 labels", "prompt, 4 labels", "prompt, 5 labels"]
+    assert schemes == ["labels only, 4 labels", "labels only, 4 labels as 5 strings", "prompt, 4 labels",
+                       "prompt, 4 labels as 5 strings"]
     assert summary["final"]["accuracy"] == summary["rounds"][-1]["eval_accuracy"]
     for name in ("metrics.json", "manifest.json", "report.md", "plots/accuracy_per_round.png",
                  "plots/pairs_per_round.png", "plots/confusion_final.png", "round_2/model/config.json"):

@@ -31,7 +31,8 @@ def test_wcsbert_chain_on_several_nodes_with_outputs_on_s3(fresh_cluster, s3_buc
     evaluation.write_text("".join(json.dumps({"text": f"{t} ({i})", "label": label}) + "\n"
                                   for i in range(3) for label, t in NEWS), encoding="utf-8")
     config = load_config(WCSBertConfig, overrides=[
-        f"encoder.model={model}", f"output.storage_path={s3_bucket}/runs", "output.name=wcsbert",
+        "labels.names=[World, Sports, Business, Sci/Tech]", "labels.aliases={Sci/Tech: [Science, Technology]}",
+        "pool.source=wikipedia", "evaluation.half=null", "rounds.guard=false", f"encoder.model={model}", f"output.storage_path={s3_bucket}/runs", "output.name=wcsbert",
         f"corpus.dump={dump}", "pretrain.train.max_steps=2", "pretrain.train.batch_size=16",
         "pretrain.dev_min_pages=5", "rounds.rounds=2", "rounds.min_change=0", "rounds.train.max_steps=2",
         "rounds.train.batch_size=8", "rounds.selection.top_fraction=0.8", "encode.batch_size=16",

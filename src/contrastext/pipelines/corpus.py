@@ -183,8 +183,9 @@ def _progress(label: str, done: int, total: int, started: float, amount: int, un
     log.info("%s %d/%d done: %d %s (%.1f %s/s)", label, done, total, amount, unit, amount / elapsed, unit)
 
 
-def run_build_corpus(config: BuildCorpusConfig) -> dict[str, Any]:
-    """Read pages (Ray Data tasks per chunk), then build category pairs; returns the summary."""
+def run_build_corpus(config: BuildCorpusConfig, *, table: bool = True) -> dict[str, Any]:
+    """Read pages (Ray Data tasks per chunk), then build category pairs; returns the summary (and prints
+    it as a table unless ``table`` is False: a job that runs this as one of its stages says it in a line)."""
     import ray.data
 
     from contrastext.data.wikipedia import ReadStats, read_categories_table
@@ -274,7 +275,8 @@ def run_build_corpus(config: BuildCorpusConfig) -> dict[str, Any]:
                                                    "distinct_categories", "pairs_generated", "pairs_written")},
                    extra={"outputs": {"pages": sorted(storage.name(p) for p in pages_files),
                                       "pairs": [storage.name(p) for p in storage.list_files(pairs_dir, ".parquet")]}})
-    print(build_summary_table(summary))
+    if table:
+        print(build_summary_table(summary))
     return summary
 
 
@@ -377,7 +379,7 @@ def _inspect_shards(run_dir: str, specs, attributes: dict[str, Any],
     return status, found
 
 
-def run_encode_corpus(config: EncodeCorpusConfig) -> dict[str, Any]:
+def run_encode_corpus(config: EncodeCorpusConfig, *, table: bool = True) -> dict[str, Any]:
     """Encode every page into ``.h5`` shards, skipping shards a previous run completed; returns the summary."""
     import ray.data
 
@@ -461,7 +463,8 @@ def run_encode_corpus(config: EncodeCorpusConfig) -> dict[str, Any]:
                    counts={k: summary[k] for k in ("rows", "shards", "shards_kept", "shards_written",
                                                    "rows_encoded")},
                    extra={"attributes": attributes, "shards": shards})
-    print(encode_summary_table(summary))
+    if table:
+        print(encode_summary_table(summary))
     return summary
 
 

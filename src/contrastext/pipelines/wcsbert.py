@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from contrastext import storage
 from contrastext.config import EncoderConfig, OutputConfig, TrainConfig
-from contrastext.data.labelled import LabelledTexts, load_labelled_texts
+from contrastext.data.labelled import LabelledTexts, describe, load_labelled_texts
 from contrastext.evaluators.zeroshot_accuracy import LabelScheme, ZeroShotEvaluator, ZeroShotResult
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.report import format_table
@@ -68,7 +68,7 @@ def data_root(configured: str | None) -> Path:
 
 # ---------------------------------------------------------------------------------------- stage state
 # how many rounds to run and when to stop do not change what a finished round made
-_NOT_PART_OF_A_ROUND = ("rounds", "patience", "min_change")
+_NOT_PART_OF_A_ROUND = ("rounds", "patience", "min_change", "guard", "guard_sample", "guard_neighbours")
 
 
 def _comparable(settings: dict[str, Any]) -> dict[str, Any]:
@@ -142,19 +142,23 @@ def load_eval_set(config: WCSBertConfig, root: Path) -> tuple[EvalSet | None, st
     half = f", {ev.half} half (seed {ev.split_seed})" if ev.half else ""
     # the fingerprint keeps evaluations stored by an earlier run from being reused for other texts
     fingerprint = hashlib.sha256("\n".join(data.texts).encode("utf-8")).hexdigest()[:12]
-    return EvalSet(evaluator, len(data), f"{ev.texts.path}{half}, {len(data)} rows, texts {fingerprint}"), ""
+    return EvalSet(evaluator, len(data), f"{describe(ev.texts)}{half}, {len(data)} rows, texts {fingerprint}"), ""
 
 
 def baseline_schemes(config: WCSBertConfig) -> list[LabelScheme]:
-    """The untrained comparisons: labels only or in the prompt; labels as written or with aliases."""
+    """The untrained comparisons, each once: labels only or in the prompt; as written or with aliases."""
     labels = config.labels
-    with_aliases = f"{len(labels.names) + sum(len(v) - (0 if labels.keep_label else 1) for v in labels.aliases.values() if v)} labels"  # noqa: E501
-    return [
-        LabelScheme(f"labels only, {len(labels.names)} labels", "{label}"),
-        LabelScheme(f"labels only, {with_aliases}", "{label}", labels.aliases, labels.keep_label),
-        LabelScheme(f"prompt, {len(labels.names)} labels", labels.template),
-        LabelScheme(f"prompt, {with_aliases}", labels.template, labels.aliases, labels.keep_label),
-    ]
+    as_written = [LabelScheme(f"labels only, {len(labels.names)} labels", "{label}"),
+                  LabelScheme(f"prompt, {len(labels.names)} labels", labels.template)]
+    if not any(labels.aliases.values()):
+        return as_written if labels.template != "{label}" else as_written[:1]
+    strings = len(_scheme(config).label_set(labels.names).flat()[0])
+    with_aliases = [LabelScheme(f"labels only, {len(labels.names)} labels as {strings} strings", "{label}",
+                                labels.aliases, labels.keep_label),
+                    LabelScheme(f"prompt, {len(labels.names)} labels as {strings} strings", labels.template,
+                                labels.aliases, labels.keep_label)]
+    schemes = [as_written[0], with_aliases[0], as_written[1], with_aliases[1]]
+    return schemes if labels.template != "{label}" else schemes[:2]
 
 
 def _load_encoder(spec: str, enc: EncoderConfig):
@@ -198,7 +202,9 @@ def _stage_corpus(config: WCSBertConfig, run: str) -> dict[str, Any]:
     summary = run_build_corpus(BuildCorpusConfig(
         dump=config.corpus.dump, index=config.corpus.index, pages_table=config.corpus.pages_table,
         pairs=config.corpus.pairs,
-        output=OutputConfig(storage_path=run, name="corpus"), ray=config.ray))
+        output=OutputConfig(storage_path=run, name="corpus"), ray=config.ray), table=False)
+    _say(f"corpus: {summary['pages']} pages, {summary['pages_with_2_categories']} with 2+ categories, "
+         f"{summary['pairs_written']} category pairs")
     keep = ("pages", "pages_with_2_categories", "distinct_categories", "pairs_written")
     return _mark_done(storage.join(run, "corpus"), settings, {k: summary[k] for k in keep} | {"input": summary["input"]})
 
@@ -308,6 +314,10 @@ def _pretrained_model_is_used(settings: PretrainConfig, result: dict[str, Any]) 
     return after > before
 
 
+#: fewer pool texts than this per label leave some label without confident items to train on
+MIN_POOL_TEXTS_PER_LABEL = 5
+
+
 def _pool_pages(config: WCSBertConfig, run: str, root: Path) -> tuple[str, int]:
     from contrastext.selftrain.pool import write_text_pool
 
@@ -319,7 +329,18 @@ def _pool_pages(config: WCSBertConfig, run: str, root: Path) -> tuple[str, int]:
     if config.pool.half is not None:
         first, second = data.split_halves(config.pool.split_seed)
         data = first if config.pool.half == "first" else second
+    if config.pool.max_rows is not None and len(data) > config.pool.max_rows:
+        rows = np.random.default_rng(config.pool.split_seed + 2).choice(len(data), config.pool.max_rows, replace=False)
+        data = data.subset(sorted(rows))
+    check_pool_size(len(data), len(config.labels.names))
     return write_text_pool(data.texts, storage.join(run, "pool", "pages.parquet")), len(data)
+
+
+def check_pool_size(texts: int, labels: int) -> None:
+    needed = MIN_POOL_TEXTS_PER_LABEL * labels
+    if texts < needed:
+        raise ValueError(f"the pool has {texts} texts for {labels} labels: self-training needs at least {needed} "
+                         f"({MIN_POOL_TEXTS_PER_LABEL} per label); give pool.texts more rows or raise pool.max_rows")
 
 
 def _encode_pool(config: WCSBertConfig, pages: str, model: str, out: str) -> dict[str, Any]:
@@ -336,7 +357,7 @@ def _encode_pool(config: WCSBertConfig, pages: str, model: str, out: str) -> dic
         pages=str(pages), encoder=enc.model_copy(update={"model": model}), max_words=config.pool.max_words,
         rows_per_shard=config.encode.rows_per_shard, batch_size=config.encode.batch_size,
         scaling=config.encode.scaling, dtype=config.encode.dtype,
-        output=OutputConfig(storage_path=storage.parent(out), name=storage.name(out)), ray=config.ray))
+        output=OutputConfig(storage_path=storage.parent(out), name=storage.name(out)), ray=config.ray), table=False)
     return _mark_done(out, settings, {"rows": summary["rows"], "seconds": summary["timings_s"]["total"]})
 
 
@@ -366,6 +387,9 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     init_ray(config.ray)
     labels = config.labels
     label_set = _scheme(config).label_set(labels.names)
+    pages, pool_texts = _pool_pages(config, run, root)  # a bad pool fails here, before any training
+    if pool_texts >= 0:
+        _say(f"pool: {pool_texts} texts (labels never read)")
     eval_set, eval_missing = load_eval_set(config, root)
     evaluations: list[dict[str, Any]] = []
     if eval_set is None:
@@ -413,7 +437,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
                  f"untrained {pretrain['dev_before'].get('map@3', float('nan')):.3f}; self-training starts from "
                  f"{config.encoder.model} (pretrain.use=if_dev_improves)")
         timings["pretrain"] = time.perf_counter() - t
-        if eval_set is not None:
+        if eval_set is not None and pretrain["used"]:
             stored = _stored_evaluation(storage.join(run, "eval_pretrained.json"), eval_set)
             if stored is None:
                 result = _evaluate(eval_set, _load_encoder(model_0, config.encoder), run, "pretrained")
@@ -424,7 +448,6 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
 
     # -- 2. the pool, encoded by M_0
     t = time.perf_counter()
-    pages, _ = _pool_pages(config, run, root)
     encoded = _encode_pool(config, pages, model_0, storage.join(run, "round_0", "embeddings"))
     timings["encode"] = time.perf_counter() - t
     _say(f"pool: {encoded['rows']} items encoded with {model_0}")
@@ -433,8 +456,11 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     rounds: list[dict[str, Any]] = []
     model, embeddings_dir = model_0, storage.join(run, "round_0", "embeddings")
     previous_labels: np.ndarray | None = None
-    best_round, best_value, stale = 0, None, 0
-    stop_reason = "all rounds run" if config.rounds.rounds else "no rounds configured"
+    guard = _guard_reference(config, embeddings_dir, label_set) if config.rounds.guard and config.rounds.rounds else None
+    guard_0 = guard.score(model_0, embeddings_dir) if guard else None
+    if guard_0 is not None:
+        _say(f"guard: the round-0 model's labels follow the pool's neighbourhoods with kappa {guard_0:.4f}")
+    stop = RoundStop(config, guard_0)
     t_rounds = time.perf_counter()
     for r in range(1, config.rounds.rounds + 1):
         stage = storage.join(run, f"round_{r}")
@@ -444,33 +470,25 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
         if record is None:
             record = _self_training_round(config, r, stage, model, model_0, embeddings_dir, pages, label_set,
                                           previous_labels, eval_set, fit, ray.data)
+            if guard is not None:
+                record["guard"] = guard.score(record["model"], record["embeddings"])
             _mark_done(stage, settings, record)
         else:
             _say(f"round {r}: done in an earlier run")
             if eval_set is not None and _stored_evaluation(storage.join(stage, "eval_round.json"), eval_set) is None:
                 evaluated = _evaluate(eval_set, _load_encoder(record["model"], config.encoder), stage, "round")
                 record |= {"eval_accuracy": evaluated.accuracy, "eval_macro_f1": evaluated.macro_f1}
+            if guard is not None and record.get("guard") is None:
+                record["guard"] = guard.score(record["model"], record["embeddings"])
         rounds.append(record)
         print(round_table(record, labels.names), flush=True)
         model = record["model"]
         embeddings_dir = record["embeddings"]
         previous_labels = storage.read_npy(storage.join(stage, "pseudo_labels.npy"))
-        # -- stopping: a dev set when the user gives one, else the label-free signal
-        value = record.get("eval_accuracy") if config.evaluation.use_as_dev else None
-        if value is not None:
-            if best_value is None or value > best_value:
-                best_round, best_value, stale = r, value, 0
-            else:
-                stale += 1
-        else:
-            best_round = r
-            if record.get("labels_changed") is not None and record["labels_changed"] < config.rounds.min_change:
-                stop_reason = f"pseudo-labels settled (changed {record['labels_changed']:.4f} < min_change)"
-                break
-        if stale >= config.rounds.patience:
-            stop_reason = f"dev accuracy did not improve for {stale} round(s)"
+        if stop.after(record):
             break
     timings["rounds"] = time.perf_counter() - t_rounds
+    best_round, stop_reason = stop.best_round, stop.reason
     final_model = rounds[best_round - 1]["model"] if best_round else model_0
 
     # -- 4. final evaluation and report
@@ -498,6 +516,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
         "labels": labels.names, "template": labels.template, "pool": config.pool.source,
         "corpus": corpus, "pretrain": pretrain, "pool_rows": encoded["rows"], "evaluations": evaluations,
         "rounds": rounds, "stop_reason": stop_reason, "chosen_round": best_round, "final_model": final_model,
+        "guard_round_0": guard_0,
         "final": final, "timings_s": timings,
     }
     write_json_atomic(storage.join(run, "metrics.json"), summary)
@@ -509,6 +528,67 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     write_report(run, summary, plots=config.plots)
     print(summary_table(summary), flush=True)
     return summary
+
+
+class RoundStop:
+    """Which round's model to keep and when to stop: a dev set's accuracy when the user gives one
+    (``evaluation.use_as_dev``), else the label-free guard, else the last round (stopping when the
+    pseudo-labels settle)."""
+
+    def __init__(self, config: WCSBertConfig, guard_0: float | None):
+        self.rounds = config.rounds
+        self.use_dev = config.evaluation.use_as_dev
+        self.best_round, self.best_value, self.stale = 0, None if self.use_dev else guard_0, 0
+        self.reason = "all rounds run" if self.rounds.rounds else "no rounds configured"
+
+    def after(self, record: dict[str, Any]) -> bool:
+        """Take round ``record`` into account; True when no further round should run."""
+        r = record["round"]
+        value = record.get("eval_accuracy") if self.use_dev else record.get("guard")
+        if value is not None:
+            if self.best_value is None or value > self.best_value:
+                self.best_round, self.best_value, self.stale = r, value, 0
+            else:
+                self.stale += 1
+            if self.stale >= self.rounds.patience:
+                signal = "dev accuracy" if self.use_dev else "the guard's neighbourhood kappa"
+                self.reason = (f"{signal} did not improve for {self.stale} round(s); kept "
+                               f"{'round ' + str(self.best_round) if self.best_round else 'the round-0 model'}")
+                return True
+        else:
+            self.best_round = r
+        changed = record.get("labels_changed")
+        if changed is not None and changed < self.rounds.min_change:
+            self.reason = f"pseudo-labels settled (changed {changed:.4f} < min_change)"
+            return True
+        return False
+
+
+@dataclass
+class _Guard:
+    reference: Any  # selftrain.guard.NeighbourReference
+    config: WCSBertConfig
+    label_set: Any
+
+    def score(self, model: str, embeddings_dir: str) -> float:
+        """The guard's kappa for ``model``'s prompt labels of the pool (its own embeddings of it)."""
+        encoder = _load_encoder(model, self.config.encoder)
+        pool = score_pool(embeddings_dir, encoder, self.label_set, self.config.labels.template)
+        return self.reference.agreement(pool.scores.argmax(axis=1))
+
+
+def _guard_reference(config: WCSBertConfig, embeddings_dir: str, label_set) -> _Guard:
+    """Neighbourhoods of a seeded sample of the pool under the round-0 model (see selftrain.guard)."""
+    from contrastext.data.h5store import H5Corpus
+    from contrastext.selftrain.guard import neighbour_reference, sample_rows
+
+    corpus = H5Corpus(embeddings_dir)
+    ids = np.concatenate([chunk_ids for chunk_ids, _ in corpus.iter_chunks(dtype=None)]) if len(corpus) else None
+    if ids is None or len(ids) < 2:
+        raise ValueError(f"{embeddings_dir}: the guard needs at least two pool items")
+    rows = sample_rows(len(ids), config.rounds.guard_sample, config.rounds.train.seed)
+    reference = neighbour_reference(corpus.lookup(ids[rows]), rows, config.rounds.guard_neighbours)
+    return _Guard(reference, config, label_set)
 
 
 def _self_training_round(config: WCSBertConfig, r: int, stage: str, model: str, model_0: str,
@@ -636,6 +716,8 @@ def round_table(record: dict[str, Any], names: list[str]) -> str:
              else f"- / {record['steps']}"],
             ["time s (select / train / encode)", " / ".join(f"{record['seconds'][k]:.0f}"
                                                             for k in ("select", "train", "encode"))]]
+    if record.get("guard") is not None:
+        rows.append(["guard: neighbourhood kappa (label-free)", f"{record['guard']:.4f}"])
     if record.get("eval_accuracy") is not None:
         rows.append(["evaluation accuracy", f"{record['eval_accuracy']:.4f}"])
     return format_table(rows, headers=[f"round {record['round']}", "value"])
@@ -647,7 +729,8 @@ def summary_table(summary: dict[str, Any]) -> str:
         rows.append([f"{e['stage']}: {e['scheme']}", f"{e['accuracy']:.4f}"])
     for r in summary["rounds"]:
         acc = r.get("eval_accuracy")
-        rows.append([f"round {r['round']}: pairs {r['pairs']}", "-" if acc is None else f"{acc:.4f}"])
+        guard = f", guard {r['guard']:.4f}" if r.get("guard") is not None else ""
+        rows.append([f"round {r['round']}: pairs {r['pairs']}{guard}", "-" if acc is None else f"{acc:.4f}"])
     if summary["final"]:
         rows.append([f"final (round {summary['chosen_round']})", f"{summary['final']['accuracy']:.4f}"])
         if summary["final"].get("prototypes"):

@@ -1,0 +1,57 @@
+"""The job's embedded default end to end on a small slice: Vital articles (fetched when not beside the
+project) as pool and evaluation halves, the 11 topics with aliases, the round guard; the tiny encoder."""
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from contrastext.config import load_config
+from contrastext.data.labelled import load_labelled_texts, vital_articles
+from contrastext.data.vital import TOPICS
+from contrastext.pipelines.wcsbert import run_wcsbert
+from contrastext.selftrain.config import WCSBertConfig
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.integration]
+
+
+def _config(tmp_path: Path, tiny_encoder_dir: Path, *more: str) -> WCSBertConfig:
+    return load_config(WCSBertConfig, overrides=[
+        f"encoder.model={tiny_encoder_dir}", f"output.storage_path={tmp_path / 'runs'}", "pool.max_rows=80",
+        "evaluation.max_rows=60", "pretrain.train.max_steps=2", "pretrain.train.batch_size=16",
+        "rounds.train.max_steps=2", "rounds.train.batch_size=8", "rounds.patience=2", "rounds.min_change=0",
+        "encode.batch_size=16", *more])
+
+
+def test_the_default_self_trains_on_one_half_evaluates_on_the_other_and_guards_its_rounds(
+        ray_session, tiny_encoder_dir, tmp_path, capsys):
+    summary = run_wcsbert(_config(tmp_path, tiny_encoder_dir))
+    run = tmp_path / "runs" / "wcsbert"
+    assert summary["labels"] == TOPICS and summary["pool_rows"] == 80
+    assert summary["evaluation_set"].startswith("vital_articles, second half (seed 0), 60 rows")
+    # each baseline once: the template is the label itself, so "prompt" would repeat "labels only"
+    assert [e["scheme"] for e in summary["evaluations"] if e["stage"] == "untrained"] == [
+        "labels only, 11 labels", "labels only, 11 labels as 44 strings"]
+    # the pretrained model is used only if its dev MAP@3 beat the untrained model's
+    pretrain = summary["pretrain"]
+    assert pretrain["used"] == (pretrain["dev_after"]["map@3"] > pretrain["dev_before"]["map@3"])
+    # the guard scored the round-0 model and every round; the kept round is the best of them
+    guards = [summary["guard_round_0"], *[r["guard"] for r in summary["rounds"]]]
+    assert len(guards) == 3 and all(-1 <= g <= 1 for g in guards)
+    assert summary["chosen_round"] == max(range(3), key=lambda r: (guards[r], -r))
+    assert summary["final_model"] == (summary["rounds"][summary["chosen_round"] - 1]["model"]
+                                      if summary["chosen_round"] else summary["pretrain"]["model"]
+                                      if pretrain["used"] else str(tiny_encoder_dir))
+    # the pool is the first half's texts only; labels never read
+    pool = pq.read_table(run / "pool" / "pages.parquet").column("text").to_pylist()
+    _, second = load_labelled_texts(vital_articles()).split_halves(0)
+    assert len(pool) == 80 and not set(pool) & set(second.texts)
+    assert "guard" in capsys.readouterr().out
+    assert json.loads((run / "metrics.json").read_text())["chosen_round"] == summary["chosen_round"]
+
+
+def test_a_pool_too_small_for_the_labels_is_refused_before_training(ray_session, tiny_encoder_dir, tmp_path):
+    with pytest.raises(ValueError, match="the pool has 30 texts for 11 labels: self-training needs at least 55"):
+        run_wcsbert(_config(tmp_path, tiny_encoder_dir, "pool.max_rows=30"))
+    assert not (tmp_path / "runs" / "wcsbert" / "round_0").exists()
