@@ -59,7 +59,7 @@ def test_zero_iterations_return_the_seeds_and_prototypes_come_from_confident_ite
 
 
 def test_pretrained_model_is_used_by_the_rule():
-    always, if_better = PretrainConfig(), PretrainConfig(use="if_dev_improves")
+    always, if_better = PretrainConfig(use="always"), PretrainConfig()  # the default: if_dev_improves
     worse = {"dev_before": {"map@3": 0.6}, "dev_after": {"map@3": 0.58}}
     better = {"dev_before": {"map@3": 0.6}, "dev_after": {"map@3": 0.65}}
     assert _pretrained_model_is_used(always, worse)
