@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -137,14 +138,10 @@ def _mine_topics(encoder, instances, embeddings, settings: TopicSettings, extrac
 # ------------------------------------------------------------------------------ stages
 
 def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    import ray.data
-
     from contrastext.runtime import init_ray
     from contrastext.train import fit
-    from contrastext.uctopic.phrases import PairStats, positive_pairs, wiki_link_instances
-    from contrastext.uctopic.sources import iter_wiki_pages
+    from contrastext.uctopic.phrases import positive_pair_dataset
+    from contrastext.uctopic.sources import wiki_pages_dataset
 
     timings: dict[str, float] = {}
     started = time.perf_counter()
@@ -154,22 +151,25 @@ def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
     if done is not None:
         return done
     settings = config.pretrain
-    pages, source = iter_wiki_pages(settings)
-    instances = list(wiki_link_instances(pages, min_sentence_words=settings.min_sentence_words))
-    stats = PairStats()
-    rows = positive_pairs(instances, keep_probability=settings.keep_probability,
-                          max_pairs_per_key=settings.max_pairs_per_key, by_mention=settings.by_mention,
-                          seed=config.seed, stats=stats)
+    init_ray(config.ray)
+    pages, source = wiki_pages_dataset(settings)
+    built = positive_pair_dataset(pages, keep_probability=settings.keep_probability,
+                                  max_pairs_per_key=settings.max_pairs_per_key, by_mention=settings.by_mention,
+                                  seed=config.seed, min_sentence_words=settings.min_sentence_words)
+    pairs = built.pairs
     if settings.max_pairs:
-        rows = rows[:settings.max_pairs]
+        pairs.context.execution_options.preserve_order = True  # the first max_pairs in pair id order
+        pairs = pairs.limit(settings.max_pairs)
+    pairs = pairs.materialize()  # in the object store: the pairs file, the count and the training read it
+    link_mentions, rows = built.mentions.count(), pairs.count()
     if not rows:
-        raise ValueError(f"{source}: no positive pairs (link mentions: {len(instances)}); pretraining needs "
+        raise ValueError(f"{source}: no positive pairs (link mentions: {link_mentions}); pretraining needs "
                          f"pages whose links share targets")
-    table = pa.Table.from_pylist(rows)
-    storage.write_bytes(storage.join(run_dir, "pairs.parquet"), _parquet_bytes(table, pq))
-    masked = sum(r["anchor_mask"] + r["positive_mask"] for r in rows) / (2 * len(rows))
-    _say(f"{len(instances):,} link mentions → {len(rows):,} positive pairs from {len({r['key'] for r in rows}):,} "
-         f"targets/mentions ({masked:.0%} of mentions masked)")
+    written = _write_pairs(pairs, storage.join(run_dir, "pairs.parquet"))
+    keys = pairs.select_columns(["key"]).groupby("key", num_partitions=max(1, pairs.num_blocks())).count().count()
+    masked = written.masked / (2 * rows)
+    _say(f"{link_mentions:,} link mentions → {rows:,} positive pairs from {keys:,} targets/mentions "
+         f"({masked:.0%} of mentions masked)")
     timings["pairs"] = time.perf_counter() - started
 
     before = after = None
@@ -177,10 +177,8 @@ def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
         t = time.perf_counter()
         before = entity_clustering(_load_encoder(config.model, config), config.evaluation, config)
         timings["eval_before"] = time.perf_counter() - t
-    init_ray(config.ray)
     t = time.perf_counter()
-    result = fit(ray.data.from_arrow(table), config.train_config(), output, rows=len(rows),
-                 export_model_to=storage.join(run_dir, "model"))
+    result = fit(pairs, config.train_config(), output, rows=rows, export_model_to=storage.join(run_dir, "model"))
     timings["train"] = time.perf_counter() - t
     if config.evaluation.conll and result.model_path:
         t = time.perf_counter()
@@ -188,22 +186,22 @@ def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
             after = entity_clustering(_load_encoder(str(folder), config), config.evaluation, config)
         timings["eval_after"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - started
-    summary = {"stage": "pretrain", "source": source, "link_mentions": len(instances), "pairs": len(rows),
-               "pairs_by_source": dict(Counter(r["key"].split(":", 1)[0] for r in rows)),
+    summary = {"stage": "pretrain", "source": source, "link_mentions": link_mentions, "pairs": rows,
+               "pairs_by_source": dict(written.by_source),
                "masked_share": masked, "mlm_weight": config.train.loss.params.get("mlm_weight", 0.0),
                "steps": result.steps,
                "final_loss": _final_loss(result), "rows_skipped": result.metrics.get("rows_skipped", 0),
                "entity_clustering_before": before, "entity_clustering_after": after,
                "model_path": result.model_path, "timings_s": timings}
-    rows_table = [["Wikipedia source", source], ["link mentions in sentences", len(instances)],
-                  ["positive pairs", len(rows)], ["mentions masked", f"{masked:.1%}"],
+    rows_table = [["Wikipedia source", source], ["link mentions in sentences", link_mentions],
+                  ["positive pairs", rows], ["mentions masked", f"{masked:.1%}"],
                   ["MLM loss weight", summary["mlm_weight"] or "off"], ["optimiser steps", result.steps],
                   ["final loss", summary["final_loss"] if summary["final_loss"] is not None else "-"],
                   ["rows skipped (malformed)", summary["rows_skipped"]]]
     rows_table += _entity_rows(before, after, config.evaluation)
     rows_table += [["time (s): train / total", f"{timings['train']:.1f} / {timings['total']:.1f}"],
                    ["model", result.model_path or "-"]]
-    summary = _finish(config, run_dir, summary, rows_table, counts={"pairs": len(rows), "steps": result.steps},
+    summary = _finish(config, run_dir, summary, rows_table, counts={"pairs": rows, "steps": result.steps},
                       timings=timings, inputs=_checksums([settings.dump, settings.pages, config.evaluation.conll]))
     return _mark_done(config, run_dir, summary)
 
@@ -369,12 +367,38 @@ def run_uctopic(config: UCTopicConfig) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------ helpers
 
-def _parquet_bytes(table, pq) -> bytes:
-    import pyarrow as pa
+@dataclass
+class WrittenPairs:
+    masked: int = 0  # masked mentions, two per pair
+    by_source: Counter = field(default_factory=Counter)  # pairs by what they share: target, mention
 
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
-    return sink.getvalue().to_pybytes()
+
+def _write_pairs(pairs, location: str) -> WrittenPairs:
+    """The pairs dataset into one parquet file, a batch at a time, with what the report says about them.
+
+    Written under a temporary name, then moved into place.
+    """
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    filesystem, path = storage.resolve(location)
+    filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    temporary = f"{path}.tmp-{time.time_ns()}"
+    written = WrittenPairs()
+    writer = None
+    try:
+        for batch in pairs.iter_batches(batch_size=8192, batch_format="pyarrow"):
+            writer = writer or pq.ParquetWriter(temporary, batch.schema, filesystem=filesystem)
+            writer.write_table(batch)
+            written.masked += sum(pc.sum(batch.column(c)).as_py() or 0 for c in ("anchor_mask", "positive_mask"))
+            sources = pc.list_element(pc.split_pattern(batch.column("key"), ":", max_splits=1), 0)
+            for count in pc.value_counts(sources).to_pylist():
+                written.by_source[count["values"]] += count["counts"]
+    finally:
+        if writer is not None:
+            writer.close()
+    filesystem.move(temporary, path)
+    return written
 
 
 def _final_loss(result) -> float | None:

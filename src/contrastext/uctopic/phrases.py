@@ -9,6 +9,8 @@
 from __future__ import annotations
 
 import bisect
+import functools
+import hashlib
 import io
 import random
 import re
@@ -17,9 +19,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from contrastext import storage
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import ray.data
 
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n+")
 
@@ -154,33 +160,75 @@ def positive_pairs(instances: Sequence[PhraseInstance], *, keep_probability: flo
 
     Row columns: ``anchor``, ``anchor_start``, ``anchor_end``, ``anchor_mask``, the same for ``positive``,
     ``key`` (what the pair shares; no two rows of a batch share it) and ``topic`` (-1: none).
+
+    Each group draws its pairs with :func:`group_pairs` (seeded by the group, so the result does not depend on
+    how instances are partitioned); a pair drawn by two groups is kept once, under the first group in sorted
+    order. The rows are ordered by their seeded pair id. :func:`positive_pair_dataset` builds the same rows
+    with Ray Data.
     """
-    rng = random.Random(seed)
-    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for i, inst in enumerate(instances):
-        groups[("target", inst.key)].append(i)
-        if by_mention:
-            groups[("mention", inst.phrase.lower())].append(i)
-    seen: set[tuple[int, int]] = set()
+    groups: dict[str, list[PhraseInstance]] = defaultdict(list)
+    for inst in instances:
+        for group in mention_groups(inst.key, inst.phrase, by_mention):
+            groups[group].append(inst)
+    seen: set[int] = set()
     rows: list[dict] = []
     stats = stats if stats is not None else PairStats()
     stats.instances = len(instances)
-    for (source, key), members in sorted(groups.items()):
-        taken = 0
-        for a, b in cross_sentence_pairs(members, instances, rng):
-            if (a, b) in seen:
-                continue
-            seen.add((a, b))
-            taken += 1
-            rows.append(pair_row(instances[a], instances[b], rng, keep_probability, group=f"{source}:{key}"))
-            if taken >= max_pairs_per_key:
-                break
-        if taken:
+    for group, members in sorted(groups.items()):
+        drawn = [r for r in group_pairs(group, members, seed=seed, keep_probability=keep_probability,
+                                        max_pairs_per_key=max_pairs_per_key) if r["pair_id"] not in seen]
+        seen.update(r["pair_id"] for r in drawn)
+        rows.extend(drawn)
+        if drawn:
             stats.keys_with_pairs += 1
-            stats.by_source[source] += taken
-    rng.shuffle(rows)
+            stats.by_source[group.split(":", 1)[0]] += len(drawn)
+    rows.sort(key=lambda r: r["pair_id"])
+    for row in rows:
+        del row["pair_id"]
     stats.pairs = len(rows)
     return rows
+
+
+def mention_groups(key: str, phrase: str, by_mention: bool) -> list[str]:
+    """The groups a mention belongs to: its link target and, with ``by_mention``, its lowercased anchor text."""
+    return [f"target:{key}", f"mention:{phrase.lower()}"] if by_mention else [f"target:{key}"]
+
+
+def group_pairs(group: str, members: Sequence[PhraseInstance], *, seed: int, keep_probability: float,
+                max_pairs_per_key: int) -> list[dict]:
+    """Up to ``max_pairs_per_key`` pair rows of one group's mentions, each with a ``pair_id``.
+
+    The draw depends only on the group's name, its mentions (in any order) and ``seed``; two mentions with the
+    same sentence, span and key count as one mention of a pair (repeated pages give no repeated pairs).
+    """
+    ordered = sorted(members, key=_mention_identity)
+    rng = random.Random(_stable_hash(f"{seed}\x00{group}", signed=False))
+    seen: set[int] = set()
+    rows: list[dict] = []
+    for a, b in cross_sentence_pairs(range(len(ordered)), ordered, rng):
+        pair = pair_id(ordered[a], ordered[b], seed)
+        if pair in seen:
+            continue
+        seen.add(pair)
+        rows.append({**pair_row(ordered[a], ordered[b], rng, keep_probability, group=group), "pair_id": pair})
+        if len(rows) >= max_pairs_per_key:
+            break
+    return rows
+
+
+def pair_id(a: PhraseInstance, b: PhraseInstance, seed: int) -> int:
+    """A signed 64-bit hash of the two mentions and the seed: the same pair under any group gets the same id."""
+    return _stable_hash(repr((seed, _mention_identity(a), _mention_identity(b))), signed=True)
+
+
+def _mention_identity(inst: PhraseInstance) -> tuple[str, int, int, str]:
+    return inst.sentence, inst.start, inst.end, inst.key
+
+
+def _stable_hash(text: str, signed: bool) -> int:
+    # Python's hash() of a str differs between processes; Ray workers must agree
+    digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=signed)
 
 
 def cross_sentence_pairs(members: Sequence[int], instances: Sequence[PhraseInstance],
@@ -228,6 +276,98 @@ def pair_row(a: PhraseInstance, b: PhraseInstance, rng: random.Random | None, ke
     return {"anchor": a.sentence, "anchor_start": a.start, "anchor_end": a.end, "anchor_mask": mask_a,
             "positive": b.sentence, "positive_start": b.start, "positive_end": b.end, "positive_mask": mask_b,
             "key": group, "topic": topic}
+
+
+# ------------------------------------------------------------------------------------- pairs on Ray Data
+
+_MENTION_COLUMNS = ("sentence", "start", "end", "key")
+
+
+@dataclass
+class PairDatasets:
+    mentions: ray.data.Dataset  # materialised: one row per link mention
+    pairs: ray.data.Dataset  # lazy: the rows of :func:`positive_pairs`
+
+
+def positive_pair_dataset(pages: ray.data.Dataset, *, keep_probability: float = 0.5,
+                          max_pairs_per_key: int = 20, by_mention: bool = True, seed: int = 0,
+                          min_sentence_words: int = 4) -> PairDatasets:
+    """:func:`positive_pairs` of the link mentions of ``pages`` (rows with ``text`` and ``links``), with Ray
+    Data: pages → mentions → one group per target (and anchor text) → each group's pairs → one row per pair.
+
+    The mentions are materialised in the object store, the pairs left lazy; nothing that grows with the pages
+    is held by the caller. The pairs are ordered by their seeded pair id.
+    """
+    mentions = pages.map_batches(page_mentions, batch_format="pyarrow",
+                                 fn_kwargs={"min_sentence_words": min_sentence_words}).materialize()
+    partitions = max(1, mentions.num_blocks())  # as many as the mentions' blocks, not a fixed 200
+    grouped = mentions.map_batches(with_groups, batch_format="pyarrow", fn_kwargs={"by_mention": by_mention})
+    drawn = grouped.groupby("group", num_partitions=partitions).map_groups(
+        draw_group_pairs, batch_format="pyarrow",
+        fn_kwargs={"seed": seed, "keep_probability": keep_probability, "max_pairs_per_key": max_pairs_per_key})
+    # a pair can be drawn under its target and under its anchor text: keep it once, as positive_pairs does
+    unique = (drawn.groupby("pair_id", num_partitions=partitions).map_groups(first_group_of_pair,
+                                                                             batch_format="pyarrow")
+              if by_mention else drawn.sort("pair_id"))
+    return PairDatasets(mentions, unique.drop_columns(["pair_id"]))
+
+
+def page_mentions(pages: pa.Table, min_sentence_words: int) -> pa.Table:
+    """The link mentions of a batch of pages: ``sentence``, ``start``, ``end``, ``key``."""
+    import pyarrow as pa
+
+    found = wiki_link_instances(pages.select(["text", "links"]).to_pylist(), _splitter(), min_sentence_words)
+    columns: dict[str, list] = {name: [] for name in _MENTION_COLUMNS}
+    for inst in found:
+        for name, value in zip(_MENTION_COLUMNS, _mention_identity(inst)):
+            columns[name].append(value)
+    return pa.table(columns, schema=_mention_schema())
+
+
+def with_groups(mentions: pa.Table, by_mention: bool) -> pa.Table:
+    """Each mention once per group it belongs to, with a ``group`` column (see :func:`mention_groups`)."""
+    import pyarrow as pa
+
+    flat = [{"group": group, **row} for row in mentions.to_pylist()
+            for group in mention_groups(row["key"], row["sentence"][row["start"]:row["end"]], by_mention)]
+    return pa.Table.from_pylist(flat, schema=_mention_schema().insert(0, pa.field("group", pa.string())))
+
+
+def draw_group_pairs(members: pa.Table, *, seed: int, keep_probability: float,
+                     max_pairs_per_key: int) -> pa.Table:
+    """:func:`group_pairs` of one group's mention rows."""
+    import pyarrow as pa
+
+    group = members.column("group")[0].as_py()
+    instances = [PhraseInstance(r["sentence"], r["start"], r["end"], key=r["key"])
+                 for r in members.select(list(_MENTION_COLUMNS)).to_pylist()]
+    rows = group_pairs(group, instances, seed=seed, keep_probability=keep_probability,
+                       max_pairs_per_key=max_pairs_per_key)
+    return pa.Table.from_pylist(rows, schema=_pair_schema())
+
+
+def first_group_of_pair(drawn: pa.Table) -> pa.Table:
+    """The row of a pair drawn by several groups that the first group in sorted order drew."""
+    return drawn.sort_by("key").slice(0, 1)
+
+
+def _mention_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.schema([("sentence", pa.string()), ("start", pa.int64()), ("end", pa.int64()), ("key", pa.string())])
+
+
+def _pair_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    side = [("{}", pa.string()), ("{}_start", pa.int64()), ("{}_end", pa.int64()), ("{}_mask", pa.bool_())]
+    fields = [(name.format(s), kind) for s in ("anchor", "positive") for name, kind in side]
+    return pa.schema(fields + [("key", pa.string()), ("topic", pa.int64()), ("pair_id", pa.int64())])
+
+
+@functools.lru_cache(maxsize=1)
+def _splitter() -> OffsetSentenceSplitter:
+    return OffsetSentenceSplitter()
 
 
 # ------------------------------------------------------------------------------------------- CoNLL

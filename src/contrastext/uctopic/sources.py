@@ -5,12 +5,16 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from contrastext import storage
 from contrastext.uctopic.config import PhraseSource, PretrainSettings
 from contrastext.uctopic.phrases import ConllStats, PhraseInstance, read_conll_entities
+
+if TYPE_CHECKING:
+    import ray.data
 
 _TABLE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".csv", ".tsv", ".parquet")
 _TEXT_SUFFIXES = (".txt", ".md", ".text")
@@ -180,3 +184,41 @@ def _table_batches(location: str, columns: list[str], batch_rows: int) -> Iterat
     dataset = pads.dataset(path, filesystem=filesystem, format=kind)
     # little read-ahead: a consumer that stops early leaves at most a couple of batches read in vain
     return dataset.to_batches(columns=columns, batch_size=batch_rows, batch_readahead=1, fragment_readahead=1)
+
+
+def wiki_pages_dataset(settings: PretrainSettings) -> tuple[ray.data.Dataset, str]:
+    """Pages with ``text`` and ``links`` as a Ray dataset, up to ``max_pages``, and where they come from.
+
+    A pages table (parquet/jsonl file or folder, local or URI) is read by Ray's own readers; an XML dump by
+    one task per chunk of the dump (the whole file unless it is split by a multistream index).
+    """
+    import ray.data
+
+    if settings.pages:
+        filesystem, path = storage.resolve(settings.pages)
+        if settings.pages.endswith((".jsonl", ".json")):
+            pages = ray.data.read_json(path, filesystem=filesystem).select_columns(["text", "links"])
+        else:
+            pages = ray.data.read_parquet(path, filesystem=filesystem).select_columns(["text", "links"])
+        source = settings.pages
+    else:
+        from contrastext.data.samples import find_dump_sample
+        from contrastext.data.wikipedia import plan_dump_chunks
+
+        source = settings.dump or str(find_dump_sample())
+        # workers may not share the driver's working directory
+        chunks = plan_dump_chunks(source if storage.is_uri(source) else str(Path(source).resolve()))
+        pages = ray.data.from_items([asdict(chunk) for chunk in chunks]).flat_map(_dump_chunk_pages)
+    if settings.max_pages:
+        pages.context.execution_options.preserve_order = True  # the first max_pages pages, in file order
+        pages = pages.limit(settings.max_pages)
+    return pages, source
+
+
+def _dump_chunk_pages(chunk: dict) -> Iterator[dict]:
+    from contrastext.data.wikipedia import DumpChunk, Page, iter_dump_chunk
+
+    for page in iter_dump_chunk(DumpChunk(**chunk), links=True):
+        if isinstance(page, Page) and page.text and page.links:
+            yield {"text": page.text, "links": [{"target": s.target, "start": s.start, "end": s.end}
+                                                for s in page.links]}
