@@ -44,7 +44,8 @@ def _config(tmp_path: Path, tiny_encoder_dir: Path, **overrides) -> WCSBertConfi
             "pretrain.train.max_steps=2", "pretrain.train.batch_size=16", "pretrain.dev_min_pages=5",
             "rounds.rounds=2", "rounds.train.max_steps=2", "rounds.train.batch_size=8",
             "rounds.selection.top_fraction=0.8", "encode.batch_size=16", "evaluation.max_rows=null",
-            f"evaluation.texts.path={_labelled_file(tmp_path / 'eval.jsonl')}", "evaluation.texts.columns=null",
+            f"evaluation.texts.path={_labelled_file(tmp_path / 'eval.jsonl')}", "evaluation.texts.dataset=null",
+            "evaluation.texts.columns=null",
             "evaluation.texts.text_columns=[text]", "evaluation.texts.label_column=label",
             "evaluation.texts.label_names=null", "evaluation.texts.unescape_breaks=false", "plots=true"]
     sets += [f"{k}={v}" for k, v in overrides.items()]
@@ -104,6 +105,7 @@ def test_text_pool_trains_only_on_its_half(ray_session, tiny_encoder_dir, tmp_pa
     config = _config(tmp_path, tiny_encoder_dir, **{
         "pretrain.enabled": "false", "rounds.rounds": "1", "output.name": "texts", "pool.source": "texts",
         "pool.half": "first", "pool.split_seed": "0", "pool.texts": f"{{path: {pool_file}, label_column: label}}",
+        "pool.max_rows": "null",
         "evaluation.half": "second", "evaluation.texts.path": str(pool_file), "evaluation.baselines": "false",
         "rounds.pseudo_labels": "prototypes", "evaluation.prototype_iterations": "3"})
     summary = run_wcsbert(config)

@@ -36,7 +36,7 @@ def test_wcsbert_chain_on_several_nodes_with_outputs_on_s3(fresh_cluster, s3_buc
         f"corpus.dump={dump}", "pretrain.train.max_steps=2", "pretrain.train.batch_size=16",
         "pretrain.dev_min_pages=5", "rounds.rounds=2", "rounds.min_change=0", "rounds.train.max_steps=2",
         "rounds.train.batch_size=8", "rounds.selection.top_fraction=0.8", "encode.batch_size=16",
-        "evaluation.max_rows=null", f"evaluation.texts.path={evaluation}", "evaluation.texts.columns=null",
+        "evaluation.max_rows=null", f"evaluation.texts.path={evaluation}", "evaluation.texts.dataset=null", "evaluation.texts.columns=null",
         "evaluation.texts.text_columns=[text]", "evaluation.texts.label_column=label",
         "evaluation.texts.label_names=null", "evaluation.texts.unescape_breaks=false", "plots=true"])
     heads = [n for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) == 0]

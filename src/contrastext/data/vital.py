@@ -44,6 +44,7 @@ TOPIC_ALIASES: dict[str, list[str]] = {
 }
 
 _FIELDS = ("title", "extract", "topic")
+_OTHER_FILE = "; for a CSV, JSON lines or parquet file of your own set the text set's dataset to null"
 
 
 def find_vital_articles(*, fetch: bool = True, cache: Path | None = None) -> Path:
@@ -57,9 +58,10 @@ def iter_vital_records(path: Path, skipped: Counter) -> Iterator[dict[str, Any]]
         try:
             articles = json.load(f)
         except json.JSONDecodeError as error:
-            raise ValueError(f"{path} is not the Vital articles JSON ({error})") from None
+            raise ValueError(f"{path} is not the Vital articles JSON ({error}){_OTHER_FILE}") from None
     if not isinstance(articles, dict):
-        raise ValueError(f"{path} is not the Vital articles JSON (an object keyed by title was expected)")
+        raise ValueError(f"{path} is not the Vital articles JSON (an object keyed by title was expected)"
+                         f"{_OTHER_FILE}")
     for article in articles.values():
         if not isinstance(article, dict):
             skipped["article entry is not an object"] += 1
