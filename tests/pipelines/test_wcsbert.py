@@ -130,6 +130,6 @@ def test_missing_evaluation_set_is_reported_not_fatal(tmp_path):
 
 def test_config_rejects_text_pool_without_texts_and_unknown_aliases():
     with pytest.raises(ValueError, match="pool.texts"):
-        load_config(WCSBertConfig, overrides=["pool.source=texts"])
+        load_config(WCSBertConfig, overrides=["pool.source=texts", "pool.texts=null"])
     with pytest.raises(ValueError, match="not in names"):
         load_config(WCSBertConfig, overrides=["labels.aliases={Nope: [x]}"])
