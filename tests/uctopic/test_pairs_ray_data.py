@@ -3,11 +3,10 @@ and a driver whose memory does not grow with the pages."""
 
 from __future__ import annotations
 
-import tracemalloc
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from uctopic_data import peak_traced_bytes
 
 from contrastext.uctopic.config import PretrainSettings
 from contrastext.uctopic.phrases import positive_pair_dataset, positive_pairs, wiki_link_instances
@@ -86,13 +85,6 @@ def test_pairs_are_the_same_under_a_seed_and_differ_across_seeds(ray_session):
     assert pairs(1) == pairs(1) and pairs(1) != pairs(2)
 
 
-def _peak_bytes(work: Callable[[], object]) -> int:
-    tracemalloc.start()
-    try:
-        work()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 def test_building_pairs_takes_no_more_driver_memory_for_ten_times_the_pages(ray_session, tmp_path):
@@ -104,8 +96,8 @@ def test_building_pairs_takes_no_more_driver_memory_for_ten_times_the_pages(ray_
         return built.pairs.materialize().count()
 
     build(60)  # imports, workers and first-use caches outside the measurements
-    small = _peak_bytes(lambda: build(300))
-    large = _peak_bytes(lambda: build(3_000))
+    small = peak_traced_bytes(lambda: build(300))
+    large = peak_traced_bytes(lambda: build(3_000))
     assert large <= 1.5 * small + 1024 * 1024, (small, large)
 
 

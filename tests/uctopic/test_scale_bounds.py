@@ -3,13 +3,13 @@ pairs of a frequent link target drawn without listing all of them."""
 
 from __future__ import annotations
 
-import tracemalloc
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
 
 import pytest
+from uctopic_data import peak_traced_bytes
 
 from contrastext.uctopic import sources
 from contrastext.uctopic.config import PretrainSettings
@@ -37,13 +37,6 @@ def page_files(tmp_path_factory) -> dict[str, str]:
             "large": _write_pages(folder / "large.parquet", 20_000)}
 
 
-def _peak_bytes(work: Callable[[], object]) -> int:
-    tracemalloc.start()
-    try:
-        work()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 def _read_pages(pages: str, max_pages: int | None, take: int | None = None) -> list:
@@ -80,8 +73,8 @@ def test_pages_table_is_read_only_up_to_max_pages(page_files, monkeypatch):
 @pytest.mark.parametrize("max_pages, take", [(50, None), (None, 50)])
 def test_reading_pages_takes_no_more_memory_from_a_ten_times_larger_table(page_files, max_pages, take):
     _read_pages(page_files["warm"], max_pages, take)  # imports and first-use caches outside the measurements
-    small = _peak_bytes(lambda: _read_pages(page_files["small"], max_pages, take))
-    large = _peak_bytes(lambda: _read_pages(page_files["large"], max_pages, take))
+    small = peak_traced_bytes(lambda: _read_pages(page_files["small"], max_pages, take))
+    large = peak_traced_bytes(lambda: _read_pages(page_files["large"], max_pages, take))
     assert large <= 1.5 * small + 256 * 1024, (small, large)
 
 
@@ -101,7 +94,7 @@ def test_a_frequent_target_keeps_the_cap_without_listing_all_its_pairs():
     instances = _mentions(2_000)  # about two million possible pairs
     stats = PairStats()
     rows: list[dict] = []
-    peak = _peak_bytes(lambda: rows.extend(positive_pairs(instances, max_pairs_per_key=20, by_mention=False,
+    peak = peak_traced_bytes(lambda: rows.extend(positive_pairs(instances, max_pairs_per_key=20, by_mention=False,
                                                           seed=0, stats=stats)))
     assert len(rows) == 20 and stats.keys_with_pairs == 1 and stats.by_source["target"] == 20
     assert peak < 4 * 1024 * 1024, peak  # listing every pair takes well over 100 MB

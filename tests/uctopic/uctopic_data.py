@@ -1,6 +1,8 @@
 """Small phrase data shared by the UCTopic job tests (a plain module, not a conftest)."""
 
 import json
+import tracemalloc
+from collections.abc import Callable
 
 PEOPLE = ["John Smith", "Maria Lopez", "Ahmed Khan", "Li Wei"]
 PLACES = ["Paris", "New York", "Berlin", "Cairo"]
@@ -38,3 +40,13 @@ def pages_jsonl() -> str:
                  {"target": place, "start": text.index(place), "end": text.index(place) + len(place)}]
         rows.append({"title": f"Page {i}", "text": text, "links": links})
     return "\n".join(json.dumps(r) for r in rows)
+
+
+def peak_traced_bytes(work: Callable[[], object]) -> int:
+    """The peak of Python's traced allocations while ``work`` runs (tracemalloc)."""
+    tracemalloc.start()
+    try:
+        work()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
