@@ -64,6 +64,10 @@ def test_shards_stream_in_chunks_and_lookup_by_id(tmp_path):
     np.testing.assert_allclose(corpus.lookup(wanted), emb[rows], atol=2e-3)  # float16 storage
     with pytest.raises(KeyError, match="1 ids not in"):
         corpus.lookup([ids[0], 5])
+    positions = np.array([0, 19, 20, 33, 49])  # across all three shards, in the streaming order
+    assert corpus.ids_at(positions).tolist() == seen[positions].tolist()
+    with pytest.raises(IndexError, match="outside"):
+        corpus.ids_at([50])
 
 
 def test_status_detects_missing_damaged_and_mismatched_shards(tmp_path):

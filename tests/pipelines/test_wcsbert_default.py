@@ -38,7 +38,11 @@ def test_the_default_self_trains_on_one_half_evaluates_on_the_other_and_guards_i
     assert pretrain["used"] == (pretrain["dev_after"]["map@3"] > pretrain["dev_before"]["map@3"])
     # the guard scored the round-0 model and every round; the kept round is the best of them
     guards = [summary["guard_round_0"], *[r["guard"] for r in summary["rounds"]]]
-    assert len(guards) == 3 and all(-1 <= g <= 1 for g in guards)
+    parts = [summary["guard_round_0_parts"], *summary["rounds"]]
+    assert len(guards) == 3
+    for guard, part in zip(guards, parts):  # kappa times the share of the 11 labels still anchored
+        assert guard == pytest.approx(part["guard_kappa"] * part["guard_anchored"])
+        assert round(part["guard_anchored"] * 11) == pytest.approx(part["guard_anchored"] * 11)
     assert summary["chosen_round"] == max(range(3), key=lambda r: (guards[r], -r))
     assert summary["final_model"] == (summary["rounds"][summary["chosen_round"] - 1]["model"]
                                       if summary["chosen_round"] else summary["pretrain"]["model"]

@@ -1,4 +1,5 @@
-"""The label-free round guard: neighbour agreement under a fixed reference, and which round it keeps."""
+"""The label-free round guard: neighbour agreement and label anchors under a fixed reference, and which round
+it keeps."""
 
 import numpy as np
 import pytest
@@ -6,7 +7,7 @@ import pytest
 from contrastext.clustering import nearest_neighbours
 from contrastext.pipelines.wcsbert import RoundStop
 from contrastext.selftrain.config import WCSBertConfig
-from contrastext.selftrain.guard import neighbour_kappa, neighbour_reference, sample_rows
+from contrastext.selftrain.guard import anchored_share, guard_reference, neighbour_kappa, sample_positions
 
 
 def _clusters(n_per: int = 60, k: int = 4, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -28,28 +29,56 @@ def test_neighbours_exclude_the_row_itself_and_come_nearest_first():
         nearest_neighbours(x, 5)
 
 
+def _reference(x: np.ndarray, k: int = 8, label_embeddings: np.ndarray | None = None):
+    """A reference over every row of ``x``; by default each label's string is its cluster's centre."""
+    if label_embeddings is None:
+        label_embeddings = np.stack([x[i * 60:(i + 1) * 60].mean(axis=0) for i in range(4)])
+    return guard_reference(np.arange(len(x)) + 1000, x, label_embeddings, np.arange(len(label_embeddings)), 4, k)
+
+
 def test_kappa_rewards_labels_that_follow_the_clusters_and_not_a_single_label():
     x, truth = _clusters()
-    reference = neighbour_reference(x, np.arange(len(x)), k=8)
+    reference = _reference(x)
     rng = np.random.default_rng(1)
     noisy = truth.copy()
     flip = rng.random(len(truth)) < 0.4
     noisy[flip] = rng.integers(0, 4, flip.sum())
-    right, worse = reference.agreement(truth), reference.agreement(noisy)
-    assert right > 0.9 and worse < right - 0.2
-    assert reference.agreement(np.zeros_like(truth)) == 0.0  # everything alike is no structure
-    assert neighbour_kappa(truth, reference.neighbours) == right
+    right, worse = reference.score(truth), reference.score(noisy)
+    assert right.kappa > 0.9 and worse.kappa < right.kappa - 0.2
+    assert reference.score(np.zeros_like(truth)).kappa == 0.0  # everything alike is no structure
+    assert neighbour_kappa(truth, reference.neighbours) == right.kappa
+    assert right.value == right.kappa  # every label sits nearest its own name
 
 
-def test_reference_rows_index_the_pool_order():
+def test_clusters_named_wrongly_lose_their_anchor_though_kappa_stays():
     x, truth = _clusters()
-    rows = sample_rows(len(x), 100, seed=0)
-    assert len(rows) == 100 and np.all(np.diff(rows) > 0)
-    assert np.array_equal(sample_rows(50, 100, seed=0), np.arange(50))
-    reference = neighbour_reference(x[rows], rows, k=5)
-    pool_labels = np.full(len(x), -1)
-    pool_labels[rows] = truth[rows]
-    assert reference.agreement(pool_labels) > 0.9  # only the sampled rows are read
+    reference = _reference(x)
+    swapped = np.array([1, 0, 2, 3])[truth]  # clusters 0 and 1 trade names: neighbourhoods intact
+    right, wrong = reference.score(truth), reference.score(swapped)
+    assert wrong.kappa == right.kappa
+    assert right.anchored == 1.0 and wrong.anchored == 0.5
+    assert wrong.value == 0.5 * right.value
+    kept = truth < 3  # label 3 gets no items: an empty label is not anchored
+    assert anchored_share(truth[kept], x[kept], reference.label_embeddings, reference.owner, 4) == 0.75
+
+
+def test_aliases_anchor_a_label_by_its_best_string():
+    x, truth = _clusters()
+    centres = np.stack([x[truth == i].mean(axis=0) for i in range(4)])
+    rng = np.random.default_rng(3)
+    far = rng.normal(size=(4, x.shape[1]))  # a second, useless string per label
+    strings, owner = np.concatenate([centres, far]), np.concatenate([np.arange(4), np.arange(4)])
+    assert anchored_share(truth, x, strings, owner, 4) == 1.0
+
+
+def test_the_sample_is_seeded_sorted_and_all_when_the_pool_is_small():
+    positions = sample_positions(240, 100, seed=0)
+    assert len(positions) == 100 and np.all(np.diff(positions) > 0)
+    assert np.array_equal(positions, sample_positions(240, 100, seed=0))
+    assert not np.array_equal(positions, sample_positions(240, 100, seed=1))
+    assert np.array_equal(sample_positions(50, 100, seed=0), np.arange(50))
+    with pytest.raises(ValueError, match="two pool items"):
+        guard_reference(np.array([1]), np.ones((1, 4)), np.ones((2, 4)), np.arange(2), 2, 3)
 
 
 def _config(**rounds) -> WCSBertConfig:

@@ -213,6 +213,24 @@ class H5Corpus:
                     embeddings = h5["embeddings"][start:start + chunk_rows]
                     yield ids, embeddings.astype(dtype) if dtype else embeddings
 
+    def ids_at(self, positions: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The ids at ``positions`` of the corpus order (shard after shard); only the shards' id columns are read."""
+        import h5py
+
+        positions = np.asarray(positions, dtype=np.int64)
+        out = np.empty(len(positions), dtype=np.int64)
+        start = 0
+        for shard in self.shards:
+            end = start + shard["rows"]
+            inside = (positions >= start) & (positions < end)
+            if inside.any():
+                with storage.local_file(storage.join(self.path, shard["file"])) as local, h5py.File(local, "r") as h5:
+                    out[inside] = h5["ids"][:][positions[inside] - start]
+            start = end
+        if len(positions) and (positions.min() < 0 or positions.max() >= start):
+            raise IndexError(f"positions outside 0..{start - 1} in {self.path}")
+        return out
+
     def lookup(self, ids: Sequence[int] | np.ndarray, dtype: str = "float32") -> np.ndarray:
         """Embeddings of ``ids`` in the order given; ``KeyError`` names ids that are not in the corpus."""
         import h5py

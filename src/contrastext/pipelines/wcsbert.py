@@ -46,7 +46,7 @@ from contrastext.selftrain.prototypes import (
     refine_prototypes,
 )
 from contrastext.selftrain.pseudo_pairs import PseudoPairs, category_pairs_of_pages, text_pairs
-from contrastext.selftrain.scoring import changed_share, score_pool
+from contrastext.selftrain.scoring import changed_share, embed_label_strings, score_pool
 
 log = logging.getLogger(__name__)
 DATA_ENV = "CONTRASTEXT_DATA"
@@ -456,11 +456,11 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     rounds: list[dict[str, Any]] = []
     model, embeddings_dir = model_0, storage.join(run, "round_0", "embeddings")
     previous_labels: np.ndarray | None = None
-    guard = _guard_reference(config, embeddings_dir, label_set) if config.rounds.guard and config.rounds.rounds else None
+    guard = _guard_reference(config, model_0, embeddings_dir, label_set) if config.rounds.guard and config.rounds.rounds else None
     guard_0 = guard.score(model_0, embeddings_dir) if guard else None
     if guard_0 is not None:
-        _say(f"guard: the round-0 model's labels follow the pool's neighbourhoods with kappa {guard_0:.4f}")
-    stop = RoundStop(config, guard_0)
+        _say(f"guard: round-0 model {_guard_text(guard_0)}")
+    stop = RoundStop(config, guard_0.value if guard_0 is not None else None)
     t_rounds = time.perf_counter()
     for r in range(1, config.rounds.rounds + 1):
         stage = storage.join(run, f"round_{r}")
@@ -471,15 +471,15 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
             record = _self_training_round(config, r, stage, model, model_0, embeddings_dir, pages, label_set,
                                           previous_labels, eval_set, fit, ray.data)
             if guard is not None:
-                record["guard"] = guard.score(record["model"], record["embeddings"])
+                record |= _guard_fields(guard.score(record["model"], record["embeddings"]))
             _mark_done(stage, settings, record)
         else:
             _say(f"round {r}: done in an earlier run")
             if eval_set is not None and _stored_evaluation(storage.join(stage, "eval_round.json"), eval_set) is None:
                 evaluated = _evaluate(eval_set, _load_encoder(record["model"], config.encoder), stage, "round")
                 record |= {"eval_accuracy": evaluated.accuracy, "eval_macro_f1": evaluated.macro_f1}
-            if guard is not None and record.get("guard") is None:
-                record["guard"] = guard.score(record["model"], record["embeddings"])
+            if guard is not None and record.get("guard_anchored") is None:
+                record |= _guard_fields(guard.score(record["model"], record["embeddings"]))
         rounds.append(record)
         print(round_table(record, labels.names), flush=True)
         model = record["model"]
@@ -516,7 +516,8 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
         "labels": labels.names, "template": labels.template, "pool": config.pool.source,
         "corpus": corpus, "pretrain": pretrain, "pool_rows": encoded["rows"], "evaluations": evaluations,
         "rounds": rounds, "stop_reason": stop_reason, "chosen_round": best_round, "final_model": final_model,
-        "guard_round_0": guard_0,
+        "guard_round_0": guard_0.value if guard_0 is not None else None,
+        "guard_round_0_parts": _guard_fields(guard_0) if guard_0 is not None else None,
         "final": final, "timings_s": timings,
     }
     write_json_atomic(storage.join(run, "metrics.json"), summary)
@@ -551,7 +552,7 @@ class RoundStop:
             else:
                 self.stale += 1
             if self.stale >= self.rounds.patience:
-                signal = "dev accuracy" if self.use_dev else "the guard's neighbourhood kappa"
+                signal = "dev accuracy" if self.use_dev else "the label-free guard"
                 self.reason = (f"{signal} did not improve for {self.stale} round(s); kept "
                                f"{'round ' + str(self.best_round) if self.best_round else 'the round-0 model'}")
                 return True
@@ -566,28 +567,44 @@ class RoundStop:
 
 @dataclass
 class _Guard:
-    reference: Any  # selftrain.guard.NeighbourReference
+    reference: Any  # selftrain.guard.GuardReference
     config: WCSBertConfig
     label_set: Any
 
-    def score(self, model: str, embeddings_dir: str) -> float:
-        """The guard's kappa for ``model``'s prompt labels of the pool (its own embeddings of it)."""
+    def score(self, model: str, embeddings_dir: str) -> Any:
+        """The guard's score (selftrain.guard.GuardScore) of ``model``'s labels of the sampled pool items."""
+        from contrastext.data.h5store import H5Corpus
+
         encoder = _load_encoder(model, self.config.encoder)
-        pool = score_pool(embeddings_dir, encoder, self.label_set, self.config.labels.template)
-        return self.reference.agreement(pool.scores.argmax(axis=1))
+        label_embeddings = embed_label_strings(encoder, self.label_set, self.config.labels.template)
+        embeddings = H5Corpus(embeddings_dir).lookup(self.reference.ids)
+        return self.reference.score(self.reference.labels_of(embeddings, label_embeddings))
 
 
-def _guard_reference(config: WCSBertConfig, embeddings_dir: str, label_set) -> _Guard:
-    """Neighbourhoods of a seeded sample of the pool under the round-0 model (see selftrain.guard)."""
+def _guard_fields(score: Any) -> dict[str, float]:
+    return {"guard": score.value, "guard_kappa": score.kappa, "guard_anchored": score.anchored}
+
+
+def _guard_text(score: Any) -> str:
+    return (f"guard {score.value:.4f} (labels follow the pool's neighbourhoods with kappa {score.kappa:.4f}; "
+            f"{score.anchored:.0%} of labels still nearest their own name)")
+
+
+def _guard_reference(config: WCSBertConfig, model_0: str, embeddings_dir: str, label_set) -> _Guard:
+    """A seeded sample of the pool, its neighbourhoods and the label strings under the round-0 model
+    (see selftrain.guard); only the sample's rows are read."""
     from contrastext.data.h5store import H5Corpus
-    from contrastext.selftrain.guard import neighbour_reference, sample_rows
+    from contrastext.selftrain.guard import guard_reference, sample_positions
 
     corpus = H5Corpus(embeddings_dir)
-    ids = np.concatenate([chunk_ids for chunk_ids, _ in corpus.iter_chunks(dtype=None)]) if len(corpus) else None
-    if ids is None or len(ids) < 2:
+    if len(corpus) < 2:
         raise ValueError(f"{embeddings_dir}: the guard needs at least two pool items")
-    rows = sample_rows(len(ids), config.rounds.guard_sample, config.rounds.train.seed)
-    reference = neighbour_reference(corpus.lookup(ids[rows]), rows, config.rounds.guard_neighbours)
+    ids = corpus.ids_at(sample_positions(len(corpus), config.rounds.guard_sample, config.rounds.train.seed))
+    encoder = _load_encoder(model_0, config.encoder)
+    label_embeddings = embed_label_strings(encoder, label_set, config.labels.template)
+    _, owner = label_set.flat()
+    reference = guard_reference(ids, corpus.lookup(ids), label_embeddings, owner, len(label_set.labels),
+                                config.rounds.guard_neighbours)
     return _Guard(reference, config, label_set)
 
 
@@ -709,18 +726,28 @@ def _label_mapping_accuracy(eval_set: EvalSet, encoder, run: str, round_index: i
 # ---------------------------------------------------------------------------------------- tables
 def round_table(record: dict[str, Any], names: list[str]) -> str:
     rows = [["items kept / pool", f"{record['kept']} / {record['pool']}"],
-            ["kept per label", ", ".join(f"{k} {v}" for k, v in record["kept_per_label"].items())],
-            ["pairs (per label)", f"{record['pairs']} ({', '.join(str(v) for v in record['pairs_per_label'].values())})"],
+            ["kept per label (fewest … most)", _spread(record["kept_per_label"])],
+            ["pairs (per label, fewest … most)", f"{record['pairs']} ({_spread(record['pairs_per_label'])})"],
             ["pseudo-labels changed", "-" if record["labels_changed"] is None else f"{record['labels_changed']:.4f}"],
             ["mean loss / steps", f"{record['loss']:.4f} / {record['steps']}" if record.get("loss") is not None
              else f"- / {record['steps']}"],
             ["time s (select / train / encode)", " / ".join(f"{record['seconds'][k]:.0f}"
                                                             for k in ("select", "train", "encode"))]]
     if record.get("guard") is not None:
-        rows.append(["guard: neighbourhood kappa (label-free)", f"{record['guard']:.4f}"])
+        parts = (f" = kappa {record['guard_kappa']:.4f} × anchored {record['guard_anchored']:.2f}"
+                 if record.get("guard_anchored") is not None else "")
+        rows.append(["guard (label-free)", f"{record['guard']:.4f}{parts}"])
     if record.get("eval_accuracy") is not None:
         rows.append(["evaluation accuracy", f"{record['eval_accuracy']:.4f}"])
     return format_table(rows, headers=[f"round {record['round']}", "value"])
+
+
+def _spread(per_label: dict[str, int]) -> str:
+    """``fewest (label) … most (label)``: one line however many labels (every count is in the JSON)."""
+    if not per_label:
+        return "-"
+    low, high = min(per_label, key=per_label.get), max(per_label, key=per_label.get)
+    return f"{per_label[low]} ({low}) … {per_label[high]} ({high})"
 
 
 def summary_table(summary: dict[str, Any]) -> str:

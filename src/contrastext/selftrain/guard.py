@@ -1,12 +1,24 @@
-"""A label-free check on self-training rounds: do a model's labels follow the pool's own neighbourhoods?
+"""A label-free check on self-training rounds: do a model's labels follow the pool's own neighbourhoods, and
+does each label still sit where its name points?
 
-The reference is fixed before any round: a seeded sample of the pool and each sampled item's nearest
-neighbours under the round-0 model. Training cannot move these neighbourhoods, so a round cannot raise
-the score just by pulling its own pseudo-labels together (what a margin or a silhouette on the trained
-model's embeddings would reward). A model's score is Cohen's kappa between an item's label and its
-neighbours' labels: the share of neighbour pairs labelled alike, corrected for the agreement its label
-proportions give by chance, so labelling everything alike scores 0, not 1. Self-training on a poor teacher
-spreads noise over the labels, which breaks neighbourhoods and lowers the score.
+The reference is fixed before any round: a seeded sample of the pool, each sampled item's nearest neighbours
+and its embedding under the round-0 model, and the round-0 model's embeddings of the label strings. Training
+cannot move any of these, so a round cannot raise its score just by pulling its own pseudo-labels together
+(what a margin or a silhouette on the trained model's embeddings would reward). A model's score is the
+product of two parts:
+
+- **kappa**: Cohen's kappa between an item's label and its neighbours' labels: the share of neighbour pairs
+  labelled alike, corrected for the agreement the label proportions give by chance, so labelling everything
+  alike scores 0, not 1. A round trained on a noisy teacher spreads noise over the labels and breaks
+  neighbourhoods.
+- **anchored**: the share of labels whose items' mean round-0 embedding is still nearest, among the round-0
+  label embeddings, to the label's own name. A teacher that clusters well but names clusters wrongly (k-means
+  refined prototypes can do this) raises kappa while a group of texts drifts to another label's name; the
+  centroid moves with it and the label loses its anchor.
+
+The anchored part was added after a round on the Vital topic names (names only, refined prototypes) lowered
+accuracy from 0.538 to 0.476 while kappa rose from 0.609 to 0.638; there its anchored share fell from 1 to
+0.82, and on every improving round measured it stayed at or above 0.95.
 """
 
 from __future__ import annotations
@@ -16,17 +28,38 @@ from dataclasses import dataclass
 import numpy as np
 
 from contrastext.clustering import nearest_neighbours
+from contrastext.zeroshot import label_scores_and_aliases
+
+
+@dataclass(frozen=True)
+class GuardScore:
+    kappa: float
+    anchored: float
+
+    @property
+    def value(self) -> float:
+        return self.kappa * self.anchored
 
 
 @dataclass
-class NeighbourReference:
-    rows: np.ndarray  # [n] positions of the sampled items in the pool's order
-    neighbours: np.ndarray  # [n, k] each sampled item's nearest other sampled items (indices into rows)
+class GuardReference:
+    ids: np.ndarray  # [n] the sampled pool items' ids
+    neighbours: np.ndarray  # [n, k] each sampled item's nearest other sampled items (indices into ids)
+    embeddings: np.ndarray  # [n, D] the sampled items under the round-0 model
+    label_embeddings: np.ndarray  # [strings, D] the label strings under the round-0 model
+    owner: np.ndarray  # [strings] the label of each string
+    n_labels: int
 
-    def agreement(self, pool_labels: np.ndarray) -> float:
-        """Kappa of label agreement over the reference's neighbour pairs (labels in the pool's order)."""
-        labels = np.asarray(pool_labels)[self.rows]
-        return neighbour_kappa(labels, self.neighbours)
+    def labels_of(self, embeddings: np.ndarray, label_embeddings: np.ndarray) -> np.ndarray:
+        """The labels a model gives the sampled items: its embeddings of them against its label strings."""
+        scores, _ = label_scores_and_aliases(embeddings, label_embeddings, self.owner, self.n_labels)
+        return scores.argmax(axis=1)
+
+    def score(self, labels: np.ndarray) -> GuardScore:
+        """The score of ``labels`` [n] (a model's labels of the sampled items, in the order of ``ids``)."""
+        labels = np.asarray(labels)
+        return GuardScore(neighbour_kappa(labels, self.neighbours),
+                          anchored_share(labels, self.embeddings, self.label_embeddings, self.owner, self.n_labels))
 
 
 def neighbour_kappa(labels: np.ndarray, neighbours: np.ndarray) -> float:
@@ -36,15 +69,31 @@ def neighbour_kappa(labels: np.ndarray, neighbours: np.ndarray) -> float:
     return 0.0 if chance >= 1.0 else (observed - chance) / (1.0 - chance)
 
 
-def sample_rows(pool_rows: int, max_rows: int, seed: int) -> np.ndarray:
+def anchored_share(labels: np.ndarray, embeddings: np.ndarray, label_embeddings: np.ndarray, owner: np.ndarray,
+                   n_labels: int) -> float:
+    """Share of the labels whose items' centroid (in ``embeddings``) scores its own label best; an empty label
+    is not anchored."""
+    counts = np.bincount(labels, minlength=n_labels)
+    sums = np.zeros((n_labels, embeddings.shape[1]), dtype=np.float64)
+    np.add.at(sums, labels, embeddings)
+    used = counts > 0
+    centroids = (sums[used] / counts[used, None]).astype(np.float32)
+    scores, _ = label_scores_and_aliases(centroids, label_embeddings, owner, n_labels)
+    return float((scores.argmax(axis=1) == np.flatnonzero(used)).sum() / n_labels)
+
+
+def sample_positions(pool_rows: int, max_rows: int, seed: int) -> np.ndarray:
+    """Sorted positions of a seeded sample of ``max_rows`` of ``pool_rows`` items (all when there are fewer)."""
     if pool_rows <= max_rows:
         return np.arange(pool_rows)
     return np.sort(np.random.default_rng(seed).choice(pool_rows, max_rows, replace=False))
 
 
-def neighbour_reference(embeddings: np.ndarray, rows: np.ndarray, k: int) -> NeighbourReference:
-    """The reference over ``embeddings`` [len(rows), D] (the sampled items' round-0 embeddings)."""
-    if len(rows) < 2:
-        raise ValueError("a neighbour reference needs at least two pool items")
-    neighbours = nearest_neighbours(embeddings, min(k, len(rows) - 1))
-    return NeighbourReference(np.asarray(rows, dtype=np.int64), neighbours)
+def guard_reference(ids: np.ndarray, embeddings: np.ndarray, label_embeddings: np.ndarray, owner: np.ndarray,
+                    n_labels: int, k: int) -> GuardReference:
+    """The reference over the sampled items ``ids`` and their round-0 ``embeddings`` [len(ids), D]."""
+    if len(ids) < 2:
+        raise ValueError("a guard reference needs at least two pool items")
+    neighbours = nearest_neighbours(embeddings, min(k, len(ids) - 1))
+    return GuardReference(np.asarray(ids, dtype=np.int64), neighbours, np.asarray(embeddings, dtype=np.float32),
+                          np.asarray(label_embeddings, dtype=np.float32), np.asarray(owner), n_labels)

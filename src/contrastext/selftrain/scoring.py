@@ -22,13 +22,18 @@ class PoolScores:
 def score_pool(embeddings_dir: Path, encoder, label_set: LabelSet, template: str,
                chunk_rows: int = 65_536) -> PoolScores:
     """Every pooled page's label scores; the label prompts are embedded once, by ``encoder``."""
-    alias_embeddings = ZeroShotClassifier(encoder, template=template).alias_embeddings(label_set)
+    alias_embeddings = embed_label_strings(encoder, label_set, template)
     _, owner = label_set.flat()
     try:
         return scan_pool(H5Corpus(embeddings_dir).iter_chunks(chunk_rows), alias_embeddings, owner,
                          len(label_set.labels))
     except ValueError as error:
         raise ValueError(f"{embeddings_dir} holds no embeddings") from error
+
+
+def embed_label_strings(encoder, label_set: LabelSet, template: str) -> np.ndarray:
+    """``encoder``'s embeddings of every label string (names or aliases, in ``template``), in ``label_set.flat()`` order."""
+    return ZeroShotClassifier(encoder, template=template).alias_embeddings(label_set)
 
 
 def scan_pool(chunks: Iterable[tuple[np.ndarray, np.ndarray]], alias_embeddings: np.ndarray,
