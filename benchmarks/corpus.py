@@ -99,7 +99,6 @@ def bench_build(copies: int, tmp: Path) -> dict:
 
 
 def bench_encode(pages_dir: Path, n_pages: int, tmp: Path, threads: int, shards: int) -> dict:
-    import pyarrow as pa
     import pyarrow.parquet as pq
     import torch
 

@@ -1,4 +1,5 @@
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -38,7 +39,7 @@ def test_bare_name_is_also_tried_under_sentence_transformers(tmp_path):
         resolve_model_path("all-mpnet-base-v2", cache_dir=tmp_path)
 
 
-def _fake_hf_cache(cache: "Path", repo_id: str, source) -> None:
+def _fake_hf_cache(cache: Path, repo_id: str, source) -> None:
     """Lay out ``source`` as the Hugging Face cache would after a download of ``repo_id``."""
     repo_dir = cache / ("models--" + repo_id.replace("/", "--"))
     snapshot = repo_dir / "snapshots" / ("0" * 40)
