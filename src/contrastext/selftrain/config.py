@@ -119,8 +119,9 @@ class RoundsConfig(Settings):
                                              "stored embeddings again, faster, with the new label prompts)")
     train: TrainConfig = Field(default_factory=_round_train)
     guard: bool = Field(True, description="label-free: keep the model whose pool labels best follow the pool's "
-                                          "neighbourhoods under the round-0 model (selftrain.guard), stop when a "
-                                          "round lowers it; off: the last round is kept")
+                                          "neighbourhoods under the round-0 model and stay nearest their own "
+                                          "names (selftrain.guard), stop when a round lowers it; off: the last "
+                                          "round is kept")
     guard_sample: int = Field(20_000, ge=10, description="pool items sampled for the guard's neighbourhoods")
     guard_neighbours: int = Field(10, ge=1)
     patience: int = Field(1, ge=1, description="rounds without improvement of the stopping signal before stopping")
