@@ -145,3 +145,15 @@ def test_the_run_end_hook_is_one_ray_train_calls(tmp_path):
     end = HistoryRunEnd(HistoryCallback(str(tmp_path)))
     assert isinstance(end, ControllerCallback) and not isinstance(end, ray.train.UserCallback)
     assert history_module.HistoryCallback.__mro__[1] is ray.train.UserCallback
+
+
+def test_a_record_is_rank_0s_metrics_with_row_counts_summed():
+    from contrastext.train.history import merge_worker_metrics
+
+    merged = merge_worker_metrics([
+        {"step": 3, "loss": 0.5, "rows_trained": 10, "rows_skipped": 1, "skipped_reasons": {"empty text": 1}},
+        {"step": 3, "loss": 0.5, "rows_trained": 6, "rows_skipped": 2, "skipped_reasons": {"empty text": 2},
+         "eval_accuracy": 0.9},  # only rank 0 evaluates; another worker's own metric is not kept
+    ])
+    assert merged == {"step": 3, "loss": 0.5, "rows_trained": 16, "rows_skipped": 3,
+                      "skipped_reasons": {"empty text": 3}}

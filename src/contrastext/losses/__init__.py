@@ -10,6 +10,7 @@ from contrastext.losses.focal import FocalLoss
 from contrastext.losses.gather import all_gather_with_grad, local_offset
 from contrastext.losses.mnr import MultipleNegativesRankingLoss
 from contrastext.losses.ntxent import NTXentLoss
+from contrastext.losses.reduction import LossSum, mean_over_workers
 from contrastext.losses.supcon import SupervisedNTXentLoss
 
 LOSSES: dict[str, type[nn.Module]] = {
@@ -32,10 +33,12 @@ def build_loss(name: str, **params: Any) -> nn.Module:
 __all__ = [
     "LOSSES",
     "FocalLoss",
+    "LossSum",
     "MultipleNegativesRankingLoss",
     "NTXentLoss",
     "SupervisedNTXentLoss",
     "all_gather_with_grad",
     "build_loss",
     "local_offset",
+    "mean_over_workers",
 ]

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from contrastext.losses.focal import FocalLoss
+from contrastext.losses.reduction import LossSum
 from contrastext.losses.supcon import SupervisedNTXentLoss
 
 
@@ -30,7 +31,15 @@ class FocalSupConLoss(nn.Module):
         self.supcon = SupervisedNTXentLoss(temperature=temperature, gather_across_workers=gather_across_workers)
 
     def forward(self, logits: torch.Tensor, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        loss = self.focal_weight * self.focal(logits.float(), labels)
+        focal, *rest = self.parts(logits, embeddings, labels)
+        return focal.mean() + sum(part.mean() for part in rest)
+
+    def parts(self, logits: torch.Tensor, embeddings: torch.Tensor, labels: torch.Tensor) -> list[LossSum]:
+        """The weighted focal and NT-Xent sums, each with its own count: they average over different things
+        (rows, anchors with a positive), so each is averaged across workers on its own."""
+        focal = self.focal.sum_and_count(logits.float(), labels)
+        parts = [LossSum(self.focal_weight * focal.total, focal.count)]
         if self.ntxent_weight:
-            loss = loss + self.ntxent_weight * self.supcon(embeddings.float(), labels)
-        return loss
+            supcon = self.supcon.sum_and_count(embeddings.float(), labels)
+            parts.append(LossSum(self.ntxent_weight * supcon.total, supcon.count))
+        return parts

@@ -1,19 +1,19 @@
 """Differentiable all-gather across torch.distributed ranks, for in-batch negatives over all workers.
 
 Gradient semantics under data parallel. W workers hold B_r rows each (N = sum B_r). Every loss in
-this package is a mean over its LOCAL anchors, scored against candidates gathered from all ranks.
-Write l_i for anchor i's term; it is the same number it would be in one process over the N rows.
+this package scores its LOCAL anchors against candidates gathered from all ranks; write l_i for anchor
+i's term, the same number it would be in one process over the N rows.
 
-* Values: rank r returns L_r = mean_{i in r} l_i, so sum_r n_r L_r / sum_r n_r equals the single-process
-  loss L over the concatenated batch (n_r = anchors averaged on rank r: B_r; 2 B_r for NT-Xent; for
-  SupCon those with a positive). With equal n_r that is the plain mean of the rank losses.
+* Values: rank r holds S_r = sum_{i in r} l_i over its n_r anchors (n_r: B_r; 2 B_r for NT-Xent; for
+  SupCon the local anchors with a positive anywhere in the batch). The one-process loss over the
+  concatenated batch is L = sum_r S_r / sum_r n_r; the plain mean of the rank means is L only when every
+  n_r is the same. The losses give (S_r, n_r) as a ``LossSum`` and
+  ``contrastext.losses.reduction.mean_over_workers`` adds the counts up across ranks.
 * Gradients: the backward of the gather SUMS the incoming gradients across ranks (all_reduce, then
-  keep the local rows), so rank r's local rows receive d(sum_r' L_r')/dx from every rank's loss, not
-  only from their own. With equal n_r, sum_r' L_r' = W L, i.e. the local rows get W times the
-  single-process gradient; DistributedDataParallel then divides the parameter gradients by W, which
-  reproduces the single-process parameter gradient exactly.
-* Unequal n_r (e.g. the last batch of an epoch): sum_r' L_r' is no longer W L. Backpropagating
-  L_r * W * n_r / sum_r' n_r' on each rank restores "local rows get W x the single-process gradient".
+  keep the local rows), so rank r's local rows receive d(sum_r' Q_r')/dx from every rank's Q_r', not
+  only from their own. With Q_r = W S_r / sum_r' n_r', sum_r' Q_r' = W L: the local rows get W times the
+  single-process gradient, and DistributedDataParallel's division of the parameter gradients by W
+  reproduces the single-process parameter gradient exactly, whatever the n_r.
 
 Every rank must run the same sequence of gathers (same losses, hard negatives on all or none) and
 call backward, since the backward is itself a collective.
@@ -27,7 +27,8 @@ import torch
 import torch.distributed as dist
 
 
-def _is_distributed() -> bool:
+def is_distributed() -> bool:
+    """A process group with more than one rank is running."""
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
@@ -65,7 +66,7 @@ def all_gather_with_grad(t: torch.Tensor) -> torch.Tensor:
 
     Ranks may hold different numbers of rows. Returns ``t`` itself outside a multi-rank process group.
     """
-    if not _is_distributed():
+    if not is_distributed():
         return t
     return _AllGatherWithGrad.apply(t)
 
@@ -75,7 +76,7 @@ def local_offset(local_size: int, device: torch.device | str = "cpu") -> int:
 
     ``device`` must suit the backend (a CUDA device for NCCL).
     """
-    if not _is_distributed():
+    if not is_distributed():
         return 0
     sizes = _gather_sizes(local_size, torch.device(device))
     return sum(sizes[: dist.get_rank()])

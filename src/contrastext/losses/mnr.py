@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from contrastext.losses.gather import all_gather_with_grad, local_offset
+from contrastext.losses.reduction import LossSum
 
 
 def _cosine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -41,6 +42,13 @@ class MultipleNegativesRankingLoss(nn.Module):
     def forward(self, anchors: torch.Tensor, positives: torch.Tensor,
                 negatives: Optional[torch.Tensor] = None,
                 positive_groups: Optional[torch.Tensor] = None) -> torch.Tensor:
+        return self.sum_and_count(anchors, positives, negatives, positive_groups).mean()
+
+    def sum_and_count(self, anchors: torch.Tensor, positives: torch.Tensor,
+                      negatives: Optional[torch.Tensor] = None,
+                      positive_groups: Optional[torch.Tensor] = None) -> LossSum:
+        """The sum of the local anchors' terms and their number (see :mod:`contrastext.losses.reduction`)."""
+        count = torch.tensor(anchors.shape[0], device=anchors.device)
         offset = local_offset(anchors.shape[0], anchors.device) if self.gather_across_workers else 0
         labels = torch.arange(anchors.shape[0], device=anchors.device) + offset
 
@@ -57,9 +65,9 @@ class MultipleNegativesRankingLoss(nn.Module):
             mask[:, : groups.shape[0]] = repeat[None, :]
             logits = logits.masked_fill(mask, float("-inf"))
             labels = first[labels]
-        loss = F.cross_entropy(logits, labels)
+        loss = F.cross_entropy(logits, labels, reduction="sum")
         if not self.symmetric:
-            return loss
+            return LossSum(loss, count)
         own = torch.arange(anchors.shape[0], device=anchors.device) + offset
         backward_logits = self.scale * _cosine(positives, self._gather(anchors))
         if same_group is not None:
@@ -67,5 +75,5 @@ class MultipleNegativesRankingLoss(nn.Module):
             others = same_group[own].clone()
             others[torch.arange(own.shape[0]), own] = False
             backward_logits = backward_logits.masked_fill(others, float("-inf"))
-        backward = F.cross_entropy(backward_logits, own)
-        return (loss + backward) / 2
+        backward = F.cross_entropy(backward_logits, own, reduction="sum")
+        return LossSum((loss + backward) / 2, count)

@@ -10,6 +10,7 @@ from torch import nn
 
 from contrastext.losses.gather import all_gather_with_grad, local_offset
 from contrastext.losses.group_mask import same_group_mask
+from contrastext.losses.reduction import LossSum
 
 
 class NTXentLoss(nn.Module):
@@ -30,6 +31,11 @@ class NTXentLoss(nn.Module):
 
     def forward(self, view_a: torch.Tensor, view_b: torch.Tensor,
                 groups: Optional[torch.Tensor] = None) -> torch.Tensor:
+        return self.sum_and_count(view_a, view_b, groups).mean()
+
+    def sum_and_count(self, view_a: torch.Tensor, view_b: torch.Tensor,
+                      groups: Optional[torch.Tensor] = None) -> LossSum:
+        """The sum of the local 2B views' terms and their number (see :mod:`contrastext.losses.reduction`)."""
         a = F.normalize(view_a, dim=-1)
         b = F.normalize(view_b, dim=-1)
         local_n = a.shape[0]
@@ -51,7 +57,8 @@ class NTXentLoss(nn.Module):
         if groups is not None:
             excluded |= self._same_group(groups.to(a.device), positive_idx, n)
         logits = logits.masked_fill(excluded, float("-inf"))
-        return F.cross_entropy(logits, positive_idx)
+        return LossSum(F.cross_entropy(logits, positive_idx, reduction="sum"),
+                       torch.tensor(2 * local_n, device=a.device))
 
     def _same_group(self, groups: torch.Tensor, positive_idx: torch.Tensor, n: int) -> torch.Tensor:
         """[2B, 2N]: True where a candidate shares the anchor's (non-negative) group, except its positive."""

@@ -7,12 +7,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from contrastext.losses.gather import all_gather_with_grad, local_offset
+from contrastext.losses.reduction import LossSum
 
 
 class SupervisedNTXentLoss(nn.Module):
     """Per anchor, the mean over its positives p of ``-log(exp(s_ip/t) / sum_{a != i} exp(s_ia/t))``.
 
-    Averaged over the local anchors that have at least one positive among the (gathered) rows.
+    Averaged over the local anchors that have at least one positive among the (gathered) rows;
+    :meth:`sum_and_count` gives the sum of their terms and how many they are, to average across workers.
     """
 
     def __init__(self, temperature: float = 0.1, gather_across_workers: bool = True) -> None:
@@ -21,6 +23,9 @@ class SupervisedNTXentLoss(nn.Module):
         self.gather_across_workers = gather_across_workers
 
     def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return self.sum_and_count(embeddings, labels).mean()
+
+    def sum_and_count(self, embeddings: torch.Tensor, labels: torch.Tensor) -> LossSum:
         z = F.normalize(embeddings, dim=-1)
         local_n = z.shape[0]
         if self.gather_across_workers:
@@ -37,8 +42,9 @@ class SupervisedNTXentLoss(nn.Module):
         positives = (labels[:, None] == all_labels[None, :]) & ~is_self
         n_pos = positives.sum(dim=1)
         has_pos = n_pos > 0
+        count = has_pos.sum()
         if not has_pos.any():
             # Built from logits, not embeddings alone, so the gather's backward collective still runs here.
-            return 0.0 * logits.sum()
+            return LossSum(0.0 * logits.sum(), count)
         per_anchor = -(log_prob * positives).sum(dim=1)[has_pos] / n_pos[has_pos]
-        return per_anchor.mean()
+        return LossSum(per_anchor.sum(), count)

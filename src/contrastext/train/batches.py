@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import zlib
+import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -31,10 +31,15 @@ class SkippedRows:
 
 
 def label_id(label: Any) -> int:
-    """A label as an int that is the same on every worker (string labels are hashed, not enumerated)."""
+    """A label as an int that is the same on every worker (string labels are hashed, not enumerated).
+
+    The id is an identity (same id: same positive, same class), so the hash is 64 bits: among a few
+    hundred thousand distinct labels a 32-bit one such as crc32 would already merge some.
+    """
     if isinstance(label, (int, np.integer)) and not isinstance(label, bool):
         return int(label)
-    return zlib.crc32(str(label).encode("utf-8"))
+    digest = hashlib.blake2b(str(label).encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)  # signed: fits torch.long
 
 
 def valid_text(value: Any) -> bool:

@@ -3,7 +3,10 @@
 Ray Train's result keeps only the metrics stored with checkpoints; the learning curve, the row counts and
 throughput windows live here. A record is rank 0's metrics (see :func:`merge_worker_metrics`), with
 ``rows_trained`` and ``rows_skipped`` summed over the workers and ``skipped_reasons`` added up by reason,
-plus ``checkpoint`` (its path) when the report carried one. Other workers' own metrics are not kept.
+plus ``checkpoint`` (its path) when the report carried one. Other workers' own metrics are not kept; what
+rank 0 reports already covers them where it matters: ``loss`` is the loss over every worker's batch (the
+loop combines the workers' sums and counts), ``step``, ``epoch`` and ``lr`` are the same on every worker,
+``rows_per_s`` is rank 0's rate times the workers, and ``eval_*`` runs on rank 0 only.
 
 :class:`HistoryCallback` runs in Ray Train's controller process. It appends each record to a file in the
 controller node's scratch space as it comes, and writes the run's ``history.jsonl`` whole only when a

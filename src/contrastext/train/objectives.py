@@ -13,19 +13,22 @@ An objective is chosen by ``TrainConfig.objective``:
 
 The loop calls ``build_model`` (the checkpoint's model folder when resuming), ``param_groups``,
 ``batches`` and ``loss``; a checkpoint saves the module ``build_model`` returned (``module.save``).
+``loss`` gives the batch's loss as sums with their counts (``LossSum``), which the loop averages over
+every worker's counts, or as a tensor that is a mean over the batch's rows.
 """
 
 from __future__ import annotations
 
 import math
 from contextlib import AbstractContextManager
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence, Union
 
 import numpy as np
 import torch
 from torch import nn
 
 from contrastext.config import TrainConfig
+from contrastext.losses.reduction import LossSum
 from contrastext.train.batches import (
     PAIR_LOSSES,
     READ_BATCH_ROWS,
@@ -35,6 +38,17 @@ from contrastext.train.batches import (
     label_id,
     valid_text,
 )
+
+
+# a mean over the batch's rows, or sums each averaged over its count summed across workers
+BatchLoss = Union[torch.Tensor, Sequence[LossSum]]
+
+
+def loss_parts(loss: BatchLoss, rows: int) -> list[LossSum]:
+    """An objective's loss as sums with counts; a plain tensor is taken as a mean over ``rows`` rows."""
+    if isinstance(loss, torch.Tensor):
+        return [LossSum(loss * rows, torch.tensor(rows, device=loss.device))]
+    return list(loss)
 
 
 def planned_steps(rows: int, config: TrainConfig) -> int:
@@ -70,7 +84,7 @@ class Objective:
         raise NotImplementedError
 
     def loss(self, model: nn.Module, batch: list[tuple], device: torch.device,
-             autocast: AbstractContextManager) -> torch.Tensor:
+             autocast: AbstractContextManager) -> BatchLoss:
         raise NotImplementedError
 
 
@@ -104,7 +118,7 @@ class EmbeddingObjective(Objective):
     def batches(self, shard, epoch: int, rank: int, world: int, skipped: SkippedRows) -> Iterator[list[tuple]]:
         return epoch_batches(shard, self.config, epoch, rank, skipped)
 
-    def loss(self, model, batch, device, autocast) -> torch.Tensor:
+    def loss(self, model, batch, device, autocast) -> list[LossSum]:
         def embed(texts: list[str]) -> torch.Tensor:
             with autocast:
                 features = self.encoder.tokenize(texts, self.config.encoder.max_length)
@@ -116,13 +130,13 @@ class EmbeddingObjective(Objective):
             if self.config.loss.name == "mnr":
                 # rows sharing a positive text (pseudo-pairs of a few labels) must not be each other's negatives
                 groups = torch.tensor([label_id(row[1]) for row in batch], dtype=torch.long, device=device)
-                return self.loss_fn(anchors, positives, positive_groups=groups)
+                return [self.loss_fn.sum_and_count(anchors, positives, positive_groups=groups)]
             if self.config.group_column is not None:
                 groups = torch.tensor([row[2] for row in batch], dtype=torch.long, device=device)
-                return self.loss_fn(anchors, positives, groups=groups)
-            return self.loss_fn(anchors, positives)
+                return [self.loss_fn.sum_and_count(anchors, positives, groups=groups)]
+            return [self.loss_fn.sum_and_count(anchors, positives)]
         labels = torch.tensor([label for _, label in batch], dtype=torch.long, device=device)
-        return self.loss_fn(embed([t for t, _ in batch]), labels)
+        return [self.loss_fn.sum_and_count(embed([t for t, _ in batch]), labels)]
 
 
 def classification_rows(batches, text_column: str, label_column: str, num_labels: int,
@@ -232,12 +246,12 @@ class ClassificationObjective(Objective):
         rows = self._rows
         return ([rows[i] for i in indices] for indices in self._sampler)
 
-    def loss(self, model, batch, device, autocast) -> torch.Tensor:
+    def loss(self, model, batch, device, autocast) -> list[LossSum]:
         features = self.classifier.tokenize([t for t, _ in batch], self.config.encoder.max_length)
         labels = torch.tensor([label for _, label in batch], dtype=torch.long, device=device)
         with autocast:
             embeddings, logits = model({k: v.to(device) for k, v in features.items()})
-        return self.loss_fn(logits.float(), embeddings.float(), labels)
+        return self.loss_fn.parts(logits.float(), embeddings.float(), labels)
 
 
 OBJECTIVES: dict[str, type[Objective]] = {"embedding": EmbeddingObjective, "classify": ClassificationObjective}

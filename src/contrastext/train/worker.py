@@ -15,6 +15,7 @@ from torch import nn
 
 from contrastext import storage
 from contrastext.config import TrainConfig
+from contrastext.losses.reduction import mean_over_workers
 from contrastext.train.batches import SkippedRows
 from contrastext.train.checkpoint import (
     MODEL_SUBDIR,
@@ -24,28 +25,23 @@ from contrastext.train.checkpoint import (
     restore_state,
     save_checkpoint,
 )
-from contrastext.train.objectives import build_objective
+from contrastext.train.objectives import build_objective, loss_parts
 
 # called with the model being trained: a TextEncoder (embedding objective) or a TextClassifier (classify)
 EvalFn = Callable[[nn.Module], dict[str, float]]
 
 
-def _sync_step(local_rows: int, device: torch.device) -> tuple[bool, float]:
-    """One collective per step: do all ranks have a batch, and this rank's loss weight.
+def _all_have_batch(local_rows: int, device: torch.device) -> bool:
+    """One collective per step, before the forward: does every rank have a batch?
 
-    Every rank must take the same number of steps, so an epoch ends when any rank runs dry. The weight
-    makes DDP's gradient average equal the single-process gradient when ranks hold different numbers of
-    rows (a short last batch): each rank's mean loss counts in proportion to its rows
-    (see contrastext.losses.gather). A rank without a batch passes ``local_rows=0``.
+    Every rank must take the same number of steps (the gathers in the losses are collectives), so an
+    epoch ends when any rank runs dry. A rank without a batch passes ``local_rows=0``.
     """
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return local_rows > 0, 1.0
-    counts = torch.tensor([0 if local_rows else 1, local_rows], dtype=torch.float64, device=device)
-    dist.all_reduce(counts)
-    ranks_without_batch, total_rows = counts.tolist()
-    if ranks_without_batch:
-        return False, 0.0
-    return True, dist.get_world_size() * local_rows / total_rows
+        return local_rows > 0
+    ranks_without_batch = torch.tensor([0 if local_rows else 1], dtype=torch.long, device=device)
+    dist.all_reduce(ranks_without_batch)
+    return int(ranks_without_batch.item()) == 0
 
 
 def lr_factor(total_steps: int, warmup_steps: int, schedule: str = "linear") -> Callable[[int], float]:
@@ -97,7 +93,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if use_autocast else nullcontext()
     shard = ray.train.get_dataset_shard("train")
     skipped = SkippedRows()
-    window_loss, window_rows, window_start = 0.0, 0, time.perf_counter()
+    window_loss, window_steps, window_rows, window_start = 0.0, 0, 0, time.perf_counter()
     rows_seen = 0
     resumed_from = progress.step
     last_checkpoint_step = progress.step if resume_dir else -1
@@ -137,21 +133,23 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         batches = objective.batches(shard, epoch, rank, world, skipped)
         while True:
             batch = next(batches, None)
-            all_have_batch, loss_weight = _sync_step(len(batch) if batch else 0, device)
-            if not all_have_batch:
+            if not _all_have_batch(len(batch) if batch else 0, device):
                 break
             progress.batch_in_epoch += 1
             if progress.batch_in_epoch <= skip:
                 continue  # batches this epoch already trained on before the resume
-            loss = objective.loss(model, batch, device, autocast)
+            # the loss over every worker's batch, as one process would compute it over their concatenation
+            to_backward, loss = mean_over_workers(loss_parts(objective.loss(model, batch, device, autocast),
+                                                             len(batch)))
             optimizer.zero_grad(set_to_none=True)
-            (loss * loss_weight).backward()
+            to_backward.backward()
             if config.optimizer.max_grad_norm:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), config.optimizer.max_grad_norm)
             optimizer.step()
             scheduler.step()
             progress.step += 1
-            window_loss += loss.item() * len(batch)
+            window_loss += loss
+            window_steps += 1
             window_rows += len(batch)
             rows_seen += len(batch)
             done = config.max_steps is not None and progress.step >= config.max_steps
@@ -159,20 +157,20 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
             at_eval = bool(config.eval_every_steps) and progress.step % config.eval_every_steps == 0
             if progress.step % config.log_every_steps == 0 or at_checkpoint or at_eval or done:
                 elapsed = time.perf_counter() - window_start
-                metrics = {"loss": window_loss / max(1, window_rows),
+                metrics = {"loss": window_loss / max(1, window_steps),
                            "rows_per_s": window_rows * world / max(elapsed, 1e-9), **(evaluate() if at_eval else {})}
                 if rank == 0:
                     print(f"[contrastext] step {progress.step}/{total_steps} epoch {epoch} "
                           f"loss {metrics['loss']:.4f} rows/s {metrics['rows_per_s']:.1f}", flush=True)
                 report(metrics, with_checkpoint=at_checkpoint and not done)
-                window_loss, window_rows, window_start = 0.0, 0, time.perf_counter()
+                window_loss, window_steps, window_rows, window_start = 0.0, 0, 0, time.perf_counter()
             if done:
                 break
         if not done:
             progress.epoch, progress.batch_in_epoch = epoch + 1, 0
         # every epoch ends (and the run finishes) with a checkpoint of the model it reached, unless the
         # step-interval checkpoint has just saved that model: one step, one checkpoint folder
-        report({"loss": window_loss / max(1, window_rows), "rows_trained": rows_seen,
+        report({"loss": window_loss / max(1, window_steps), "rows_trained": rows_seen,
                 "skipped_reasons": dict(skipped.reasons), **evaluate()},
                with_checkpoint=progress.step != last_checkpoint_step)
-        window_loss, window_rows, window_start = 0.0, 0, time.perf_counter()
+        window_loss, window_steps, window_rows, window_start = 0.0, 0, 0, time.perf_counter()

@@ -383,6 +383,7 @@ def read_conll_entities(path: str | Path, labels: Sequence[str] | None = None,
                         stats: ConllStats | None = None) -> list[PhraseInstance]:
     """Entities of a CoNLL-2003-style file (token first column, IOB1/IOB2 tag last column) as instances.
 
+    A line with a tab is split on tabs, so an entity type may hold spaces; any other line on whitespace.
     The sentence text is its tokens joined by spaces; ``label`` is the entity type; ``key`` the lowercased
     mention. ``labels`` keeps only those types. Malformed lines are counted in ``stats.skipped``. ``path`` is a
     local file or a URI (``s3://…``).
@@ -409,14 +410,14 @@ def read_conll_entities(path: str | Path, labels: Sequence[str] | None = None,
 
     with _open_text(source) as f:
         for line in f:
-            parts = line.split()
+            parts = _conll_columns(line)
             if not parts or parts[0] == "-DOCSTART-":
                 flush()
             elif len(parts) < 2:
                 stats.skipped["line with fewer than 2 columns"] += 1
             else:
                 tag = parts[-1]
-                if tag != "O" and not re.fullmatch(r"[BIES]-\S+", tag):
+                if tag != "O" and not re.fullmatch(r"[BIES]-\S(?:.*\S)?", tag):
                     stats.skipped["unknown NER tag"] += 1
                     tag = "O"
                 tokens.append((parts[0], tag))
@@ -425,6 +426,14 @@ def read_conll_entities(path: str | Path, labels: Sequence[str] | None = None,
         raise ValueError(f"{source}: no entities{f' of types {sorted(wanted)}' if wanted else ''} found "
                          f"(skipped lines: {dict(stats.skipped) or 'none'})")
     return out
+
+
+def _conll_columns(line: str) -> list[str]:
+    """A line's columns: split on tabs when it has any (a column may then hold spaces, as in MIT-Movie's
+    ``B-average ratings``), else on any whitespace."""
+    if "\t" in line:
+        return [column.strip() for column in line.split("\t") if column.strip()]
+    return line.split()
 
 
 def _open_text(source: str | Path) -> IO[str]:
