@@ -6,11 +6,13 @@ import argparse
 import logging
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from pydantic import BaseModel, ValidationError
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
-from contrastext.config import dump_config, load_config
+# Nothing heavy at module level: ``contrastext --help`` loads no config model, pydantic or torch; a job's
+# config and runner modules are imported when it runs.
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,10 @@ def _import(target: str) -> Any:
 
 
 def run_job(name: str, args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from contrastext.config import dump_config, load_config
+
     job = JOBS[name]
     model: type[BaseModel] = _import(job.config)
     try:
