@@ -140,6 +140,7 @@ def _mine_topics(encoder, instances, embeddings, settings: TopicSettings, extrac
 def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
     from contrastext.runtime import init_ray
     from contrastext.train import fit
+    from contrastext.uctopic.objective import PhraseObjective  # noqa: F401 -- registers the "phrase" objective
     from contrastext.uctopic.phrases import positive_pair_dataset
     from contrastext.uctopic.sources import wiki_pages_dataset
 
@@ -213,6 +214,7 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
     from contrastext.clustering import spherical_kmeans
     from contrastext.runtime import init_ray
     from contrastext.train import fit
+    from contrastext.uctopic.objective import PhraseObjective  # noqa: F401 -- registers the "phrase" objective
     from contrastext.uctopic.sources import load_phrase_source
     from contrastext.uctopic.topics import ccl_pairs, ccl_pseudo_labels, cluster_phrases
 
