@@ -64,11 +64,26 @@ def test_the_graph_sees_the_package():
     assert "contrastext.train.objectives" in graph["contrastext.train.fit"]
 
 
+def _imports_between(lower: str, upper: str) -> list[str]:
+    return sorted(f"{module} imports {target}" for module, targets in _graph().items()
+                  if _inside(module, lower) for target in targets if _inside(target, upper))
+
+
 @pytest.mark.parametrize("method", METHOD_PACKAGES)
 def test_train_imports_no_method_package(method):
-    offending = sorted(f"{module} imports {target}" for module, targets in _graph().items()
-                       if _inside(module, "contrastext.train") for target in targets if _inside(target, method))
-    assert not offending, offending
+    assert not _imports_between("contrastext.train", method)
+
+
+@pytest.mark.parametrize("lower", ["contrastext.data", "contrastext.models", "contrastext.losses",
+                                   "contrastext.metrics", "contrastext.evaluators"])
+def test_building_blocks_import_no_method_package_and_no_training(lower):
+    for upper in (*METHOD_PACKAGES, "contrastext.train"):
+        assert not _imports_between(lower, upper)
+
+
+def test_selftrain_imports_no_pipeline():
+    """The pipelines compose self-training, not the other way round (shared layouts live in contrastext.data)."""
+    assert not _imports_between("contrastext.selftrain", "contrastext.pipelines")
 
 
 def _cycles(graph: dict[str, frozenset[str]]) -> list[list[str]]:
