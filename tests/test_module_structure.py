@@ -137,3 +137,22 @@ def test_former_cycles_stay_broken(pair):
 def test_no_import_cycles():
     """No module imports itself back through others, even through an import inside a function."""
     assert _cycles(_graph()) == []
+
+
+def _code_files() -> list[Path]:
+    """The package, the job scripts and the benchmarks: everything but the tests, which may reach inside."""
+    return sorted([*(SRC / "contrastext").rglob("*.py"), *(REPO_ROOT / "jobs").rglob("*.py"),
+                   *(REPO_ROOT / "benchmarks").rglob("*.py")])
+
+
+def test_no_module_imports_another_modules_private_name():
+    offending = []
+    for path in _code_files():
+        module = _module_name(path) if path.is_relative_to(SRC) else path.stem
+        for line, imported, names in _imported(module, path):
+            if imported.split(".")[0] != "contrastext":
+                continue
+            private = [name for name in names if name.startswith("_") and not name.startswith("__")]
+            if private:
+                offending.append(f"{path.relative_to(REPO_ROOT)}:{line} imports {', '.join(private)} from {imported}")
+    assert not offending, "\n".join(offending)

@@ -48,7 +48,7 @@ JOBS: dict[str, Job] = {
 }
 
 
-def _add_config_args(parser: argparse.ArgumentParser) -> None:
+def add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", "-c", help="YAML file with the job's settings")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override one setting, e.g. --set train.batch_size=64 (repeatable)")
@@ -98,7 +98,7 @@ def run_job(name: str, args: argparse.Namespace) -> int:
 def job_main(name: str, argv: Sequence[str] | None = None) -> int:
     """Entry point of ``jobs/<name>.py``: the same options as ``contrastext <name>``."""
     parser = argparse.ArgumentParser(prog=f"jobs/{name}", description=_describe(name))
-    _add_config_args(parser)
+    add_config_args(parser)
     return run_job(name, parser.parse_args(argv))
 
 
@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in JOBS:
         job = sub.add_parser(name, help=_describe(name))
-        _add_config_args(job)
+        add_config_args(job)
         job.set_defaults(handler=lambda a, n=name: run_job(n, a))
 
     embed = sub.add_parser("embed", help="encode one text per line to a .npy file")

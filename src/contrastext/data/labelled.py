@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from contrastext.config import Settings
-from contrastext.data.documents import _open_text, iter_records
+from contrastext.data.documents import iter_records, open_text
 
 _ESCAPED_BREAK = re.compile(r"\\n|\\|\s+")
 
@@ -149,7 +149,7 @@ def _records(path: Path, config: LabelledTextsConfig, skipped: Counter) -> Itera
         yield from iter_records(path, skipped)
         return
     delimiter = "\t" if path.name.lower().removesuffix(".gz").endswith(".tsv") else ","
-    with _open_text(path) as f:
+    with open_text(path) as f:
         for values in csv.reader(f, delimiter=delimiter):
             if not values:
                 continue
