@@ -65,7 +65,7 @@ def plain_build(dump: Path, index: Path, out: Path) -> dict:
 
     from contrastext.data.pairs import PairOptions, build_pairs
     from contrastext.data.wikipedia import Page, iter_dump_chunk, plan_dump_chunks
-    from contrastext.pipelines.corpus import _pages_table
+    from contrastext.data.pages import pages_table
 
     started = time.perf_counter()
     pages, files = 0, []
@@ -74,7 +74,7 @@ def plain_build(dump: Path, index: Path, out: Path) -> dict:
         if rows:
             files.append(out / "pages" / f"part-{chunk.index:05d}.parquet")
             files[-1].parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(_pages_table(rows, False), files[-1])
+            pq.write_table(pages_table(rows), files[-1])
             pages += len(rows)
     result = build_pairs(files, out / "pairs", PairOptions())
     return {"pages": pages, "pairs": result.pairs_written, "seconds": time.perf_counter() - started}

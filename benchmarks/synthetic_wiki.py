@@ -65,7 +65,7 @@ def generate_chunk(out: str, index: int, start: int, n: int, vocabulary: int, wo
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from contrastext.pipelines.corpus import PAGE_SCHEMA
+    from contrastext.data.pages import PAGE_SCHEMA
 
     rng = np.random.default_rng([seed, index])
     names = name_words(words)

@@ -6,11 +6,13 @@ import argparse
 import logging
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from pydantic import BaseModel, ValidationError
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
-from contrastext.config import dump_config, load_config
+# Nothing heavy at module level: ``contrastext --help`` loads no config model, pydantic or torch; a job's
+# config and runner modules are imported when it runs.
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ JOBS: dict[str, Job] = {
 }
 
 
-def _add_config_args(parser: argparse.ArgumentParser) -> None:
+def add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", "-c", help="YAML file with the job's settings")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override one setting, e.g. --set train.batch_size=64 (repeatable)")
@@ -64,6 +66,10 @@ def _import(target: str) -> Any:
 
 
 def run_job(name: str, args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from contrastext.config import dump_config, load_config
+
     job = JOBS[name]
     model: type[BaseModel] = _import(job.config)
     try:
@@ -92,7 +98,7 @@ def run_job(name: str, args: argparse.Namespace) -> int:
 def job_main(name: str, argv: Sequence[str] | None = None) -> int:
     """Entry point of ``jobs/<name>.py``: the same options as ``contrastext <name>``."""
     parser = argparse.ArgumentParser(prog=f"jobs/{name}", description=_describe(name))
-    _add_config_args(parser)
+    add_config_args(parser)
     return run_job(name, parser.parse_args(argv))
 
 
@@ -132,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in JOBS:
         job = sub.add_parser(name, help=_describe(name))
-        _add_config_args(job)
+        add_config_args(job)
         job.set_defaults(handler=lambda a, n=name: run_job(n, a))
 
     embed = sub.add_parser("embed", help="encode one text per line to a .npy file")

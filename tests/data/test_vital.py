@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from contrastext.data import samples, vital
+from contrastext.data import paths, vital
 from contrastext.data.labelled import load_labelled_texts, vital_articles
 from contrastext.data.samples import SampleNotFoundError
 from contrastext.data.vital import TOPIC_ALIASES, TOPICS, UNCATEGORIZED, find_vital_articles, iter_vital_records
@@ -16,7 +16,7 @@ def no_local_copies(monkeypatch, tmp_path):
     """A clone with nothing beside it: no data folder, no ../shared, an empty cache."""
     monkeypatch.setenv("CONTRASTEXT_DATA", str(tmp_path / "nowhere"))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(samples, "_REPO_ROOT", tmp_path / "repo")
+    monkeypatch.setattr(paths, "_REPO_ROOT", tmp_path / "repo")
     return tmp_path / "cache"
 
 

@@ -33,9 +33,9 @@ def test_fetch_through_pip_gives_the_same_dump(monkeypatch, tmp_path):
     """What a fresh machine does: pip download of the gensim wheel, the dump extracted into the cache."""
     monkeypatch.setenv("CONTRASTEXT_DATA", str(tmp_path / "nowhere"))
     monkeypatch.chdir(tmp_path)
-    from contrastext.data import samples
+    from contrastext.data import paths
 
-    monkeypatch.setattr(samples, "_REPO_ROOT", tmp_path / "repo")  # a clone with no ../shared beside it
+    monkeypatch.setattr(paths, "_REPO_ROOT", tmp_path / "repo")  # a clone with no ../shared beside it
     try:
         fetched = find_dump_sample(TABLE_SAMPLE, cache=tmp_path / "cache")
     except SampleNotFoundError as error:

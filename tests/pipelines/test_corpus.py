@@ -17,10 +17,11 @@ import pytest
 from contrastext.config import EncoderConfig, OutputConfig, ScalingSettings
 from contrastext.data.h5store import H5Corpus, first_words
 from contrastext.data.multistream import repack_as_multistream
+from contrastext.data.pages import PAGE_SCHEMA
 from contrastext.data.pairs import PAIR_SCHEMA, PairOptions
 from contrastext.data.samples import DEFAULT_SAMPLE
-from contrastext.pipelines.corpus import (PAGE_SCHEMA, BuildCorpusConfig, EncodeCorpusConfig, plan_units,
-                                          run_build_corpus, run_encode_corpus)
+from contrastext.pipelines.corpus import (BuildCorpusConfig, EncodeCorpusConfig, plan_units, run_build_corpus,
+                                          run_encode_corpus)
 from tests.conftest import shared_data
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -208,7 +209,8 @@ def test_read_unit_of_an_hf_page_table_with_categories(tmp_path):
 def test_read_unit_stores_link_spans_when_asked(tmp_path):
     import bz2
 
-    from contrastext.pipelines.corpus import PAGE_SCHEMA_WITH_LINKS, read_unit
+    from contrastext.data.pages import PAGE_SCHEMA_WITH_LINKS
+    from contrastext.pipelines.corpus import read_unit
 
     dump = tmp_path / "d.xml.bz2"
     dump.write_bytes(bz2.compress(

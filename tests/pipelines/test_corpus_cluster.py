@@ -10,7 +10,8 @@ import pytest
 from contrastext import storage
 from contrastext.config import EncoderConfig, OutputConfig, ScalingSettings
 from contrastext.data.h5store import H5Corpus
-from contrastext.pipelines.corpus import PAGE_SCHEMA, EncodeCorpusConfig, run_encode_corpus
+from contrastext.data.pages import PAGE_SCHEMA
+from contrastext.pipelines.corpus import EncodeCorpusConfig, run_encode_corpus
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.multinode]
 

@@ -14,10 +14,10 @@ import pytest
 from contrastext import storage
 from contrastext.config import EncoderConfig, OutputConfig
 from contrastext.data.h5store import H5Corpus
+from contrastext.data.pages import PAGE_SCHEMA
 from contrastext.data.pairs import PairOptions
 from contrastext.data.samples import find_dump_sample
-from contrastext.pipelines.corpus import (PAGE_SCHEMA, BuildCorpusConfig, EncodeCorpusConfig, run_build_corpus,
-                                          run_encode_corpus)
+from contrastext.pipelines.corpus import BuildCorpusConfig, EncodeCorpusConfig, run_build_corpus, run_encode_corpus
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]

@@ -9,12 +9,12 @@ import pytest
 from pydantic import ValidationError
 
 from contrastext.config import EncoderConfig, OutputConfig, TrainConfig, load_config
+from contrastext.data.paths import resolve_data_path
 from contrastext.pipelines.shuffle_divide import (
     DocumentSource,
     ShuffleDivideConfig,
     _training_groups,
     load_source,
-    resolve_data_path,
     run_shuffle_divide,
 )
 

@@ -49,7 +49,8 @@ class Documents:
 
 # ---------------------------------------------------------------- loading
 
-def _open_text(path: Path) -> io.TextIOBase:
+def open_text(path: Path) -> io.TextIOBase:
+    """A local text file (``.gz`` decompressed) for reading as UTF-8, undecodable bytes replaced."""
     if path.suffix == ".gz":
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace")
     return open(path, encoding="utf-8", errors="replace", newline="")
@@ -71,7 +72,7 @@ def iter_records(path: Path, skipped: Counter) -> Iterator[dict[str, Any]]:
     """The records of a JSON lines / CSV / TSV / parquet file (optionally .gz); bad ones counted in ``skipped``."""
     kind = _format_of(path)
     if kind == "jsonl":
-        with _open_text(path) as f:
+        with open_text(path) as f:
             for line in f:
                 if not line.strip():
                     continue
@@ -85,7 +86,7 @@ def iter_records(path: Path, skipped: Counter) -> Iterator[dict[str, Any]]:
                     continue
                 yield record
     elif kind == "csv":
-        with _open_text(path) as f:
+        with open_text(path) as f:
             delimiter = "\t" if path.name.lower().removesuffix(".gz").endswith(".tsv") else ","
             reader = csv.DictReader(f, delimiter=delimiter)
             for record in reader:

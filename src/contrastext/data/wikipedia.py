@@ -145,7 +145,7 @@ class _InputError(Exception):
         self.reason, self.detail = reason, detail
 
 
-def _decompressed(f: IO[bytes], start: int, end: int | None, compression: str) -> Iterator[bytes]:
+def decompressed(f: IO[bytes], start: int, end: int | None, compression: str) -> Iterator[bytes]:
     """Decompressed bytes of ``f[start:end]``; concatenated bz2 streams are read one after the other."""
     f.seek(start)
     remaining = None if end is None else end - start
@@ -198,7 +198,8 @@ def _decompressed(f: IO[bytes], start: int, end: int | None, compression: str) -
             return
 
 
-def _compression(path: str) -> str:
+def compression_of(path: str) -> str:
+    """``bz2``, ``gzip`` or ``none``, from a dump file's name (what :func:`decompressed` expects)."""
     lowered = path.lower()
     if lowered.endswith(".bz2"):
         return "bz2"
@@ -280,7 +281,7 @@ def iter_dump_chunk(chunk: DumpChunk, *, links: bool = False) -> Iterator[Page |
     except OSError as error:
         raise FileNotFoundError(f"cannot open Wikipedia dump {chunk.path}: {error}") from error
     with f:
-        blocks = _page_elements(_decompressed(f, chunk.start, chunk.end, _compression(chunk.path)))
+        blocks = _page_elements(decompressed(f, chunk.start, chunk.end, compression_of(chunk.path)))
         for block in blocks:
             if isinstance(block, _InputError):
                 yield Skipped(block.reason, None, None, f"{storage.name(chunk.path)}@{chunk.start}: {block.detail}")

@@ -1,8 +1,24 @@
-"""Encoders and offline model resolution."""
+"""Encoders and offline model resolution.
 
-from contrastext.models.encoder import TextEncoder, cpu_has_native_bf16, pick_device, pool
-from contrastext.models.resolve import DEFAULT_MODEL, ModelNotFoundError, resolve_model_path
-from contrastext.models.st_format import UnsupportedModelLayoutError
+The names below load their module on first use, so importing ``contrastext.models.resolve`` (for
+``DEFAULT_MODEL``, as the typed configs do) does not import torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_HOMES = {
+    "DEFAULT_MODEL": "contrastext.models.resolve",
+    "ModelNotFoundError": "contrastext.models.resolve",
+    "resolve_model_path": "contrastext.models.resolve",
+    "TextEncoder": "contrastext.models.encoder",
+    "cpu_has_native_bf16": "contrastext.models.encoder",
+    "pick_device": "contrastext.models.encoder",
+    "pool": "contrastext.models.encoder",
+    "UnsupportedModelLayoutError": "contrastext.models.st_format",
+}
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -14,3 +30,21 @@ __all__ = [
     "pool",
     "resolve_model_path",
 ]
+
+if TYPE_CHECKING:
+    from contrastext.models.encoder import TextEncoder, cpu_has_native_bf16, pick_device, pool
+    from contrastext.models.resolve import DEFAULT_MODEL, ModelNotFoundError, resolve_model_path
+    from contrastext.models.st_format import UnsupportedModelLayoutError
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -25,7 +25,6 @@ import time
 from typing import Any, Literal
 
 import numpy as np
-import pyarrow as pa
 from pydantic import Field
 
 from contrastext import storage
@@ -34,18 +33,12 @@ from contrastext.data.pairs import (PairCounts, PairOptions, count_categories, d
                                     iter_page_categories, merge_category_counts, rare_categories,
                                     write_category_counts, write_page_pairs)
 from contrastext.data.inputs import materialize, ship_local_files
+from contrastext.data.pages import pages_table
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.report import format_table
 from contrastext.runtime import init_ray
 
 log = logging.getLogger(__name__)
-
-_PAGE_FIELDS = [("page_id", pa.int64()), ("title", pa.string()), ("text", pa.string()),
-                ("categories", pa.list_(pa.string()))]
-PAGE_SCHEMA = pa.schema(_PAGE_FIELDS)
-PAGE_SCHEMA_WITH_LINKS = pa.schema(_PAGE_FIELDS + [("links", pa.list_(pa.struct(
-    [("target", pa.string()), ("start", pa.int32()), ("end", pa.int32())])))])
-
 
 class BuildCorpusConfig(Settings):
     """Dump (or page table + categories table) → pages parquet → category pairs parquet."""
@@ -90,11 +83,6 @@ def _prepare_run_dir(output: OutputConfig) -> str:
 
 
 # ------------------------------------------------------------------------------------ build_corpus
-def _pages_table(rows: list[dict], links: bool) -> pa.Table:
-    schema = PAGE_SCHEMA_WITH_LINKS if links else PAGE_SCHEMA
-    return pa.Table.from_pylist(rows, schema=schema)
-
-
 def read_unit(unit: dict[str, Any], run_dir: str, links: bool, categories: tuple[str, dict] | None,
               shipped: dict[str, Any] | None = None) -> dict:
     """One work unit: read pages, write ``pages/part-<i>``, its category counts and its read stats."""
@@ -115,7 +103,7 @@ def read_unit(unit: dict[str, Any], run_dir: str, links: bool, categories: tuple
     pages_file = storage.join(run_dir, "pages", f"{part}.parquet")
     storage.delete(pages_file)  # a unit read again replaces what an earlier run wrote
     if rows:
-        storage.write_parquet(_pages_table(rows, links), pages_file, row_group_size=2048)
+        storage.write_parquet(pages_table(rows, links), pages_file, row_group_size=2048)
     write_category_counts(count_categories((r["page_id"], r["categories"]) for r in rows),
                           storage.join(run_dir, "category_counts", f"{part}.parquet"))
     result = {"index": unit["index"], "unit": unit, "links": links, **stats.to_dict(),

@@ -19,7 +19,6 @@ into document-specific clumps.
 from __future__ import annotations
 
 import math
-import os
 import shutil
 import tempfile
 import time
@@ -54,12 +53,12 @@ from contrastext.data.documents import (
     tfidf_neighbours,
     tfidf_pairs,
 )
+from contrastext.data.paths import DATA_ENV, resolve_data_path
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.metrics.clustering import clustering_scores, silhouette
 from contrastext.report import format_table
 
 
-DATA_ENV = "CONTRASTEXT_DATA"
 _SCORE_KEYS = ("silhouette", "tfidf_silhouette", "acc", "nmi", "ami")
 
 
@@ -90,7 +89,7 @@ class ShuffleDivideConfig(Settings):
     """Unsupervised document encoder (Shuffle & Divide or TF-IDF positives) + spherical k-means."""
 
     data_dir: str | None = Field(None, description=f"where relative document paths live; None: ${DATA_ENV}, "
-                                                   "else ../shared/data from the working directory")
+                                                   "else ../shared/data (contrastext.data.paths)")
     documents: DocumentSource = Field(default_factory=lambda: DocumentSource(
         path="bbcsport/bbcsport.jsonl", label_column="label", title_column="title"))
     train_documents: DocumentSource | None = Field(
@@ -135,33 +134,6 @@ class ShuffleDivideConfig(Settings):
 
 # ---------------------------------------------------------------- inputs
 
-def resolve_data_path(path: str, data_dir: str | None) -> Path | str:
-    """A document path as given when absolute or a URI, else under data_dir / $CONTRASTEXT_DATA / ../shared/data.
-
-    A local file comes back as a Path, a file on a store (``s3://…``, also under a URI ``data_dir``) as its URI.
-    """
-    base: Path | str | None = None
-    candidate: Path | str
-    if storage.is_uri(path):
-        candidate = path
-    elif Path(path).expanduser().is_absolute():
-        candidate = Path(path).expanduser()
-    else:
-        base = data_dir or os.environ.get(DATA_ENV) or Path.cwd().parent / "shared" / "data"
-        if storage.is_uri(base):
-            candidate = storage.join(base, path)
-        else:
-            base = Path(base).expanduser()
-            candidate = base / path
-    found = storage.exists(candidate) if storage.is_uri(candidate) else Path(candidate).exists()
-    if not found:
-        where = f" (data directory {base})" if base is not None else ""
-        raise FileNotFoundError(
-            f"document file {candidate} not found{where}; set `data_dir` (or ${DATA_ENV}) to the folder that "
-            f"holds it, or `documents.path` to its full path")
-    return candidate
-
-
 def _local_input(location: Path | str):
     """A local path holding a document file or folder: the path itself, or a temporary copy of a URI."""
     if not storage.is_uri(location):
@@ -170,7 +142,7 @@ def _local_input(location: Path | str):
 
 
 def load_source(source: DocumentSource, data_dir: str | None, seed: int) -> tuple[Documents, Path | str]:
-    path = resolve_data_path(source.path, data_dir)
+    path = resolve_data_path(source.path, data_dir, what="document file")
     with _local_input(path) as local:
         docs = load_documents(local, text_column=source.text_column, label_column=source.label_column,
                               id_column=source.id_column, title_column=source.title_column)

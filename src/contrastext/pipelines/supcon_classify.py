@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import tempfile
 import time
@@ -33,12 +32,12 @@ from contrastext.config import (
     Settings,
     TrainConfig,
 )
+from contrastext.data.paths import DATA_ENV, data_root
 from contrastext.manifest import file_checksum, write_json_atomic, write_manifest
 from contrastext.report import format_table
 
 log = logging.getLogger(__name__)
 
-DATA_ENV = "CONTRASTEXT_DATA"
 NewsgroupPart = Literal["headers", "footers", "quotes"]
 
 
@@ -166,16 +165,8 @@ class LabelledData:
     files: dict[str, str] = field(default_factory=dict)
 
 
-def data_root(config: LabelledTextData) -> Path:
-    if config.root:
-        return Path(config.root).expanduser()
-    if os.environ.get(DATA_ENV):
-        return Path(os.environ[DATA_ENV]).expanduser()
-    return Path("..") / "shared" / "data"
-
-
 def _data_file(config: LabelledTextData, relative: str, key: str) -> Path:
-    path = data_root(config) / relative
+    path = Path(data_root(config.root)) / relative
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: set data.root (or ${DATA_ENV}) to the folder holding "
                                 f"{relative}, or data.{key} to the file's path under it")

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ import pyarrow as pa
 from contrastext import storage
 from contrastext.config import EncoderConfig, OutputConfig, TrainConfig
 from contrastext.data.labelled import LabelledTexts, describe, load_labelled_texts
+from contrastext.data.paths import data_root
 from contrastext.evaluators.zeroshot_accuracy import LabelScheme, ZeroShotEvaluator, ZeroShotResult
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.report import format_table
@@ -49,21 +49,6 @@ from contrastext.selftrain.pseudo_pairs import PseudoPairs, category_pairs_of_pa
 from contrastext.selftrain.scoring import changed_share, embed_label_strings, score_pool
 
 log = logging.getLogger(__name__)
-DATA_ENV = "CONTRASTEXT_DATA"
-_REPO_ROOT = Path(__file__).resolve().parents[3]
-
-
-def data_root(configured: str | None) -> Path:
-    """Where relative dataset paths live: the setting, $CONTRASTEXT_DATA, else ../shared/data."""
-    if configured:
-        return Path(configured).expanduser()
-    if os.environ.get(DATA_ENV):
-        return Path(os.environ[DATA_ENV]).expanduser()
-    for base in (_REPO_ROOT, Path.cwd()):
-        candidate = base.parent / "shared" / "data"
-        if candidate.is_dir():
-            return candidate
-    return _REPO_ROOT.parent / "shared" / "data"
 
 
 # ---------------------------------------------------------------------------------------- stage state

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from contrastext import storage
-from contrastext.pipelines.corpus import PAGE_SCHEMA
+from contrastext.data.pages import PAGE_SCHEMA
 
 
 def write_text_pool(texts: Sequence[str], location: str) -> str:

@@ -27,6 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from contrastext.config import apply_overrides, load_config
 from contrastext.serve.config import LimitsConfig, ServeConfig
 from contrastext.serve.deployments import EncoderDeployment, PathModelDeployment
+from contrastext.serve.routing import REQUEST_ID_HEADER, looks_like_path, request_id
 from contrastext.serve.schemas import (
     ClassifyRequest, ClassifyResponse, ClusterRequest, ClusterResponse, EmbedRequest, EmbedResponse,
     ErrorResponse, HealthResponse, ModelInfo, ModelsResponse, TopicsModelInfo, TopicsRequest, TopicsResponse,
@@ -35,7 +36,6 @@ from contrastext.serve.topics import topics_deployment, topics_route
 from contrastext.zeroshot import LabelSet, validate_template
 
 log = logging.getLogger(__name__)
-REQUEST_ID_HEADER = "x-request-id"
 _ERRORS = {403: {"model": ErrorResponse, "description": "loading a model by path is disabled"},
            413: {"model": ErrorResponse, "description": "the request exceeds a configured limit"},
            404: {"model": ErrorResponse, "description": "unknown model"},
@@ -50,10 +50,6 @@ api = FastAPI(
                 "encoders.",
     version="1",
 )
-
-
-def request_id(request: Request) -> str:
-    return getattr(request.state, "request_id", None) or "-"
 
 
 @api.middleware("http")
@@ -96,10 +92,6 @@ async def _unexpected_error(request: Request, error: Exception):
         "request_id": request_id(request)})
 
 
-def _looks_like_path(name: str) -> bool:
-    return any(mark in name for mark in ("/", "\\", ":", "~")) or name.startswith(".")
-
-
 def _replica_lost(error: BaseException) -> bool:
     """Whether a model call failed because the replica holding it died or became unreachable, not the model."""
     return isinstance(error, RayActorError) or isinstance(getattr(error, "cause", None), RayActorError)
@@ -138,7 +130,7 @@ class Ingress:
             return name, self.encoders[name], []
         if self.path_models is not None:
             return name, self.path_models, [name]
-        if _looks_like_path(name):
+        if looks_like_path(name):
             raise HTTPException(403, f"model {name!r} is not served, and loading a model by path from a request "
                                      f"is disabled by the server configuration; served: {sorted(self.encoders)}")
         raise HTTPException(404, f"unknown model {name!r}; served models: {sorted(self.encoders)}")

@@ -19,6 +19,7 @@ from fastapi import HTTPException, Request
 from ray import serve
 
 from contrastext.serve.config import LimitsConfig, TopicsSettings
+from contrastext.serve.routing import looks_like_path, request_id
 from contrastext.serve.schemas import TopicsRequest
 
 if TYPE_CHECKING:
@@ -126,8 +127,6 @@ def check_topics_request(body: TopicsRequest, limits: LimitsConfig) -> None:
 
 async def topics_route(ingress: Any, body: TopicsRequest, request: Request) -> dict[str, Any]:
     """The ``/v1/topics`` handler of the ingress (``ingress._call`` turns model failures into 5xx)."""
-    from contrastext.serve.app import _looks_like_path, request_id
-
     settings: TopicsSettings = ingress.config.topics
     if ingress.topics is None:
         raise HTTPException(404, "topic mining is not enabled on this server (topics.enabled is off)")
@@ -136,7 +135,7 @@ async def topics_route(ingress: Any, body: TopicsRequest, request: Request) -> d
     spec = None
     if name != settings.name:
         if not ingress.config.allow_model_paths_from_requests:
-            if _looks_like_path(name):
+            if looks_like_path(name):
                 raise HTTPException(403, f"model {name!r} is not served, and loading a model by path from a "
                                          f"request is disabled by the server configuration; topics model: "
                                          f"{settings.name!r}")

@@ -58,8 +58,9 @@ def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
     storage_filesystem, storage_path = storage.resolve(output.storage_uri())
     trainer = TorchTrainer(
         train_loop_per_worker,
+        # the objective's class travels by reference: a worker unpickling it imports the module defining it
         train_loop_config={"train": config.model_dump(mode="json"), "total_steps": total_steps,
-                           "eval_fn": eval_fn},
+                           "eval_fn": eval_fn, "objective": type(objective)},
         scaling_config=ray.train.ScalingConfig(
             num_workers=config.scaling.num_workers, use_gpu=config.scaling.use_gpu,
             resources_per_worker={"CPU": config.scaling.cpus_per_worker},

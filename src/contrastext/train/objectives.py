@@ -8,8 +8,11 @@ An objective is chosen by ``TrainConfig.objective``:
   λ·supervised NT-Xent, on class-balanced batches (k same-label rows per group). The batches are
   planned over the whole dataset, so every worker reads all of it (sorted, so the plan is the same on
   every worker) and ``ClassBalancedBatchSampler`` deals each worker its own disjoint groups.
-* ``phrase`` — a ``PhraseEncoder`` (span pooling) trained on pairs of phrase mentions; defined in
-  ``contrastext.uctopic.objective``.
+* ``phrase`` — a ``PhraseEncoder`` (span pooling) trained on pairs of phrase mentions; defined and
+  registered by ``contrastext.uctopic.objective``.
+
+A method with its own objective subclasses :class:`Objective` and calls :func:`register_objective` when
+its module is imported; this package imports no method package.
 
 The loop calls ``build_model`` (the checkpoint's model folder when resuming), ``param_groups``,
 ``batches`` and ``loss``; a checkpoint saves the module ``build_model`` returned (``module.save``).
@@ -257,9 +260,15 @@ class ClassificationObjective(Objective):
 OBJECTIVES: dict[str, type[Objective]] = {"embedding": EmbeddingObjective, "classify": ClassificationObjective}
 
 
-def build_objective(config: TrainConfig) -> Objective:
-    if config.objective == "phrase":
-        from contrastext.uctopic.objective import PhraseObjective
+def register_objective(name: str, objective: type[Objective]) -> type[Objective]:
+    """Make ``objective`` what ``TrainConfig.objective == name`` trains (called by the module defining it)."""
+    OBJECTIVES[name] = objective
+    return objective
 
-        return PhraseObjective(config)
-    return OBJECTIVES[config.objective](config)
+
+def build_objective(config: TrainConfig) -> Objective:
+    objective = OBJECTIVES.get(config.objective)
+    if objective is None:
+        raise ValueError(f"no objective {config.objective!r} is registered (registered: "
+                         f"{', '.join(sorted(OBJECTIVES))}); import the module that defines it first")
+    return objective(config)

@@ -67,7 +67,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     device = ray.train.torch.get_device()
     torch.manual_seed(config.seed)
 
-    objective = build_objective(config)
+    objective = loop_config["objective"](config) if "objective" in loop_config else build_objective(config)
     checkpoint = ray.train.get_checkpoint()
     progress = Progress()
     model_spec = config.encoder.model

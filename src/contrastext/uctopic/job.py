@@ -73,11 +73,11 @@ def entity_clustering(encoder, settings: EntityEvalSettings, config: UCTopicConf
                       embeddings: np.ndarray | None = None) -> dict[str, Any]:
     """k-means (k = the number of gold types unless set) of entity vectors, scored against the gold types."""
     from contrastext.clustering import spherical_kmeans
-    from contrastext.uctopic.sources import _sample
+    from contrastext.uctopic.sources import sample_instances
     from contrastext.uctopic.phrases import read_conll_entities
 
     if instances is None:
-        instances = _sample(read_conll_entities(settings.conll, settings.labels), settings.max_instances,
+        instances = sample_instances(read_conll_entities(settings.conll, settings.labels), settings.max_instances,
                             config.seed)
     if embeddings is None:
         embeddings = _encode(encoder, instances, config, "entities")
@@ -140,6 +140,7 @@ def _mine_topics(encoder, instances, embeddings, settings: TopicSettings, extrac
 def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
     from contrastext.runtime import init_ray
     from contrastext.train import fit
+    from contrastext.uctopic.objective import PhraseObjective  # noqa: F401 -- registers the "phrase" objective
     from contrastext.uctopic.phrases import positive_pair_dataset
     from contrastext.uctopic.sources import wiki_pages_dataset
 
@@ -213,6 +214,7 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
     from contrastext.clustering import spherical_kmeans
     from contrastext.runtime import init_ray
     from contrastext.train import fit
+    from contrastext.uctopic.objective import PhraseObjective  # noqa: F401 -- registers the "phrase" objective
     from contrastext.uctopic.sources import load_phrase_source
     from contrastext.uctopic.topics import ccl_pairs, ccl_pseudo_labels, cluster_phrases
 
@@ -500,11 +502,11 @@ def _finish(config: UCTopicConfig, run_dir: str, summary: dict[str, Any], table_
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``jobs/uctopic.py STAGE [--config x.yaml] [--set key=value ...] [--print-config]``."""
-    from contrastext.cli import _add_config_args, run_job
+    from contrastext.cli import add_config_args, run_job
 
     parser = argparse.ArgumentParser(prog="jobs/uctopic", description=__doc__.splitlines()[0])
     parser.add_argument("stage", choices=STAGES, nargs="?", help="what to run (default: the config's stage)")
-    _add_config_args(parser)
+    add_config_args(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args.overrides = list(args.overrides) + ([f"stage={args.stage}"] if args.stage else [])

@@ -19,7 +19,7 @@ from torch import nn
 
 from contrastext.config import TrainConfig
 from contrastext.train.batches import READ_BATCH_ROWS, SkippedRows, valid_text
-from contrastext.train.objectives import Objective, freeze_unused_pooler
+from contrastext.train.objectives import Objective, freeze_unused_pooler, register_objective
 from contrastext.train.samplers import iter_no_duplicate_batches
 
 PAIR_COLUMNS = ("anchor", "anchor_start", "anchor_end", "anchor_mask",
@@ -140,3 +140,6 @@ def _plain_batches(rows: Iterator[tuple], size: int) -> Iterator[list[tuple]]:
             batch = []
     if batch:
         yield batch
+
+
+register_objective("phrase", PhraseObjective)

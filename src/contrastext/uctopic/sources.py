@@ -121,7 +121,8 @@ class Instances:
     counts: dict = field(default_factory=dict)
 
 
-def _sample(instances: list[PhraseInstance], limit: int | None, seed: int) -> list[PhraseInstance]:
+def sample_instances(instances: list[PhraseInstance], limit: int | None, seed: int) -> list[PhraseInstance]:
+    """At most ``limit`` of ``instances`` (a seeded choice, in their order); all of them when ``limit`` is None."""
     if limit is None or len(instances) <= limit:
         return instances
     keep = sorted(random.Random(seed).sample(range(len(instances)), limit))
@@ -133,7 +134,7 @@ def load_phrase_source(source: PhraseSource, seed: int = 0) -> Instances:
     if source.conll:
         stats = ConllStats()
         found = read_conll_entities(source.conll, source.labels, stats)
-        kept = _sample(found, source.max_instances, seed)
+        kept = sample_instances(found, source.max_instances, seed)
         counts = {"sentences": stats.sentences, "entities": dict(stats.entities), "instances": len(kept),
                   "malformed_lines": dict(stats.skipped)}
         return Instances(kept, source.conll, "conll", counts=counts)
@@ -144,7 +145,7 @@ def load_phrase_source(source: PhraseSource, seed: int = 0) -> Instances:
                                    title_column=source.title_column, max_documents=source.max_documents)
         found, extractor = document_phrases(docs.texts, extractor=source.extractor, spacy_model=source.spacy_model,
                                             ngram=NgramSettings(**source.ngram.model_dump()))
-        kept = _sample(found, source.max_instances, seed)
+        kept = sample_instances(found, source.max_instances, seed)
         counts = {"documents": len(docs.texts), "documents_skipped": dict(docs.skipped),
                   "phrase_instances_found": len(found), "instances": len(kept),
                   "distinct_phrases": len({i.key for i in kept})}
