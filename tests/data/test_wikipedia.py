@@ -13,7 +13,7 @@ from contrastext.data.samples import DEFAULT_SAMPLE, TABLE_SAMPLE
 from contrastext.data.wikipedia import (Page, ReadStats, Skipped, iter_dump, iter_dump_chunk, iter_table_file,
                                         plan_dump_chunks, read_categories_table, read_multistream_index,
                                         table_files)
-from tests.conftest import shared_data
+from tests.conftest import wikipedia_sample
 
 
 def _read(path, index=None, **kwargs):
@@ -27,7 +27,7 @@ def _read(path, index=None, **kwargs):
 
 @pytest.fixture(scope="module")
 def sample():
-    return shared_data(f"wikipedia/{DEFAULT_SAMPLE}")
+    return wikipedia_sample(DEFAULT_SAMPLE)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,7 @@ def test_real_sample_text_is_plain(sample_pages):
 
 
 def test_table_markup_sample_has_tables_removed():
-    pages, stats = _read(shared_data(f"wikipedia/{TABLE_SAMPLE}"))
+    pages, stats = _read(wikipedia_sample(TABLE_SAMPLE))
     assert stats.pages == 5 and not stats.skipped
     for page in pages:
         assert len(page.text) > 500

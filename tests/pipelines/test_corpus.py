@@ -22,7 +22,7 @@ from contrastext.data.pairs import PAIR_SCHEMA, PairOptions
 from contrastext.data.samples import DEFAULT_SAMPLE
 from contrastext.pipelines.corpus import (BuildCorpusConfig, EncodeCorpusConfig, plan_units, run_build_corpus,
                                           run_encode_corpus)
-from tests.conftest import shared_data
+from tests.conftest import wikipedia_sample
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
@@ -33,7 +33,7 @@ def built(ray_session, tmp_path_factory):
     """build_corpus on the real sample repacked as multistream: several read tasks run in parallel."""
     tmp = tmp_path_factory.mktemp("corpus")
     dump, index = tmp / "multistream.xml.bz2", tmp / "multistream-index.txt.bz2"
-    repack_as_multistream(shared_data(f"wikipedia/{DEFAULT_SAMPLE}"), dump, index, pages_per_stream=25)
+    repack_as_multistream(wikipedia_sample(DEFAULT_SAMPLE), dump, index, pages_per_stream=25)
     config = BuildCorpusConfig(dump=str(dump), index=str(index), streams_per_chunk=3,
                                pairs=PairOptions(buckets=4, max_pairs_per_page=200),
                                output=OutputConfig(storage_path=str(tmp), name="wiki"))
@@ -71,7 +71,7 @@ def test_build_corpus_again_skips_finished_units(built):
 
 
 def test_default_input_is_the_real_sample():
-    real = shared_data(f"wikipedia/{DEFAULT_SAMPLE}")
+    real = wikipedia_sample(DEFAULT_SAMPLE)
     units, inputs = plan_units(BuildCorpusConfig())
     assert len(units) == 1 and Path(units[0]["path"]).samefile(real) and units[0]["end"] is None
 

@@ -68,8 +68,11 @@ def test_job_trains_clusters_reports_and_resumes(ray_session, tiny_encoder_dir, 
     assert [r["epoch"] for r in epochs] == [0, 1]
     assert epochs[1]["steps"] == 3 and epochs[1]["pairs"] == 24 and epochs[1]["loss"] > 0
     for row in epochs:
-        assert {"silhouette", "tfidf_silhouette", "acc", "nmi", "ami"} <= set(row) and 1 / 3 <= row["acc"] <= 1
-        assert -1 <= row["tfidf_silhouette"] <= 1
+        assert {"silhouette", "tfidf_silhouette", "acc", "nmi", "ami"} <= set(row)
+        # three topics with disjoint vocabularies: every epoch must find them exactly (chance is near 1/3)
+        assert row["acc"] == 1.0 and row["nmi"] == pytest.approx(1.0), row
+        # the same exact clusters score the same in the fixed TF-IDF space (0.903 on this seed)
+        assert row["tfidf_silhouette"] == pytest.approx(0.903, abs=0.01), row
     by_embedding = max(epochs, key=lambda r: (r["silhouette"], -r["epoch"]))
     assert summary["best_by_silhouette"]["epoch"] == by_embedding["epoch"]
     best = max(epochs, key=lambda r: (r["tfidf_silhouette"], -r["epoch"]))

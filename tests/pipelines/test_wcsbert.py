@@ -12,7 +12,7 @@ from contrastext.data.labelled import LabelledTextsConfig, load_labelled_texts
 from contrastext.data.samples import DEFAULT_SAMPLE
 from contrastext.pipelines.wcsbert import run_wcsbert
 from contrastext.selftrain.config import WCSBertConfig
-from conftest import shared_data
+from conftest import wikipedia_sample
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -40,7 +40,7 @@ def _labelled_file(path: Path, copies: int = 3) -> Path:
 def _config(tmp_path: Path, tiny_encoder_dir: Path, **overrides) -> WCSBertConfig:
     sets = [*NEWS_LABELS, "pool.source=wikipedia", "evaluation.half=null",
             f"encoder.model={tiny_encoder_dir}", f"output.storage_path={tmp_path / 'runs'}",
-            "output.name=wcsbert", f"corpus.dump={shared_data('wikipedia/' + DEFAULT_SAMPLE)}",
+            "output.name=wcsbert", f"corpus.dump={wikipedia_sample(DEFAULT_SAMPLE)}",
             "pretrain.train.max_steps=2", "pretrain.train.batch_size=16", "pretrain.dev_min_pages=5",
             "rounds.rounds=2", "rounds.train.max_steps=2", "rounds.train.batch_size=8",
             "rounds.selection.top_fraction=0.8", "encode.batch_size=16", "evaluation.max_rows=null",

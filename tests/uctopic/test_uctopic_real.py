@@ -5,12 +5,12 @@ from collections import Counter
 
 import pytest
 
-from conftest import shared_data
+from conftest import shared_data, wikipedia_sample
+from contrastext.data.samples import DEFAULT_SAMPLE
 from contrastext.uctopic.phrases import ConllStats, positive_pairs, read_conll_entities, wiki_link_instances
 
 pytestmark = pytest.mark.integration
 
-WIKI_SAMPLE = "wikipedia/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 
 
 def test_conll_testb_entities_match_the_published_counts():
@@ -26,7 +26,7 @@ def test_wikipedia_links_give_masked_positive_pairs():
 
     from contrastext.data.wikipedia import Page, iter_dump
 
-    pages = islice((p for p in iter_dump(shared_data(WIKI_SAMPLE), links=True) if isinstance(p, Page)), 8)
+    pages = islice((p for p in iter_dump(wikipedia_sample(DEFAULT_SAMPLE), links=True) if isinstance(p, Page)), 8)
     instances = list(wiki_link_instances(pages))
     assert len(instances) > 200
     assert all(inst.sentence[inst.start:inst.end].strip() == inst.phrase for inst in instances)
