@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contrastext.config import OutputConfig, ScalingSettings, TrainConfig, EncoderConfig, LossConfig
+from contrastext.config import EncoderConfig, LossConfig, OptimizerConfig, OutputConfig, ScalingSettings, TrainConfig
 from contrastext.models import TextEncoder
 from contrastext.train import fit, planned_steps
 
@@ -17,6 +17,36 @@ def _pairs(n: int) -> list[dict]:
     topics = ["physics", "football", "opera", "banking", "volcanoes", "poetry", "surgery", "chess"]
     return [{"anchor": f"{topics[i % 8]} question {i}", "positive": f"about {topics[i % 8]} answer {i}"}
             for i in range(n)]
+
+
+# 32 (anchor, positive) pairs of distinct two-word texts; an anchor shares no word with any positive, so
+# only training can tie each anchor to its own positive
+_COLOURS = ["red", "blue", "green", "yellow", "purple", "orange", "black", "white"]
+_ANIMALS = ["fox", "horse", "eagle", "shark", "tiger", "rabbit", "whale", "spider"]
+_CITIES = ["london", "paris", "tokyo", "cairo", "lima", "oslo", "delhi", "sydney"]
+_INSTRUMENTS = ["piano", "violin", "guitar", "drum", "flute", "harp", "trumpet", "cello"]
+MEMO_ANCHORS = [f"{_COLOURS[i % 8]} {_ANIMALS[(i // 8 + i) % 8]}" for i in range(32)]
+MEMO_POSITIVES = [f"{_CITIES[i % 8]} {_INSTRUMENTS[(3 * (i // 8) + i) % 8]}" for i in range(32)]
+
+
+def _cosines(encoder: TextEncoder, anchors: list[str], positives: list[str]) -> np.ndarray:
+    a = encoder.encode(anchors)
+    p = encoder.encode(positives)
+    a = a / np.linalg.norm(a, axis=1, keepdims=True)
+    p = p / np.linalg.norm(p, axis=1, keepdims=True)
+    return a @ p.T
+
+
+def retrieval_at_1(encoder: TextEncoder, anchors: list[str], positives: list[str]) -> float:
+    """The share of anchors whose nearest positive (cosine) is their own."""
+    return float(np.mean(_cosines(encoder, anchors, positives).argmax(axis=1) == np.arange(len(anchors))))
+
+
+def set_mnr_loss(encoder: TextEncoder, anchors: list[str], positives: list[str], scale: float = 20.0) -> float:
+    """MNR cross-entropy of each anchor against all the positives of the set (not one batch), no dropout."""
+    logits = scale * _cosines(encoder, anchors, positives)
+    log_softmax = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    return float(-log_softmax.diagonal().mean())
 
 
 def _config(encoder_dir: Path, **overrides) -> TrainConfig:
@@ -30,7 +60,7 @@ def test_two_workers_train_with_shared_negatives_and_export_a_loadable_model(ray
     import ray.data
 
     rows = _pairs(64)
-    config = _config(tiny_encoder_dir, scaling=ScalingSettings(num_workers=2),
+    config = _config(tiny_encoder_dir, scaling=ScalingSettings(num_workers=2), optimizer=OptimizerConfig(lr=1e-2),
                      loss=LossConfig(name="mnr", params={"scale": 20.0, "symmetric": True}))
     result = fit(ray.data.from_items(rows), config, OutputConfig(storage_path=str(tmp_path), name="two"),
                  export_model_to=tmp_path / "model")
@@ -40,14 +70,50 @@ def test_two_workers_train_with_shared_negatives_and_export_a_loadable_model(ray
     assert result.metrics["rows_trained"] == 64  # summed over both workers
     assert [h["step"] for h in result.history] == [2, 4, 4]  # log windows, then the epoch-end checkpoint
     assert result.history[-1]["checkpoint"].endswith("checkpoint_step000000004")
+    # what the four steps learned: the loss of every anchor against all 64 positives falls (3.4 -> 0.3 in a
+    # single process), and each anchor's nearest positive is its own
+    anchors, positives = [r["anchor"] for r in rows], [r["positive"] for r in rows]
+    start = TextEncoder.load(tiny_encoder_dir)
     trained = TextEncoder.load(result.model_path)
-    before = TextEncoder.load(tiny_encoder_dir)
-    texts = ["physics question 1", "opera"]
-    assert not np.allclose(trained.encode(texts), before.encode(texts))  # the weights moved
+    before, after = set_mnr_loss(start, anchors, positives), set_mnr_loss(trained, anchors, positives)
+    assert after < 0.5 * before, (before, after)
+    assert retrieval_at_1(trained, anchors, positives) == 1.0
     checkpoints = sorted(p.name for p in (tmp_path / "two").glob("checkpoint_step*"))
     assert checkpoints == ["checkpoint_step000000004"]
     progress = json.loads((tmp_path / "two" / checkpoints[0] / "progress.json").read_text())
     assert progress == {"step": 4, "epoch": 1, "batch_in_epoch": 0}
+
+
+def test_mnr_memorises_32_pairs(ray_session, tiny_encoder_dir, tmp_path):
+    """Training must learn: every anchor retrieves its own positive among all 32, and the loss collapses.
+
+    The 32 pairs are fed as 60 passes (each pass in a fresh order) in one epoch; batches of 32 distinct
+    pairs are then exactly one pass each, so every step sees all 31 other positives as negatives.
+    """
+    import ray.data
+
+    assert len(set(MEMO_ANCHORS)) == len(set(MEMO_POSITIVES)) == 32
+    assert not {w for t in MEMO_ANCHORS for w in t.split()} & {w for t in MEMO_POSITIVES for w in t.split()}
+    before = retrieval_at_1(TextEncoder.load(tiny_encoder_dir), MEMO_ANCHORS, MEMO_POSITIVES)
+    assert before <= 0.25  # the random encoder does not already know the pairs
+
+    passes = 60
+    rng = np.random.default_rng(0)
+    rows = [{"anchor": MEMO_ANCHORS[i], "positive": MEMO_POSITIVES[i]}
+            for _ in range(passes) for i in rng.permutation(32)]
+    config = _config(tiny_encoder_dir, batch_size=32, shuffle_buffer_rows=0, log_every_steps=5,
+                     optimizer=OptimizerConfig(lr=1e-2, warmup_ratio=0.1),
+                     loss=LossConfig(name="mnr", params={"scale": 20.0}))
+    result = fit(ray.data.from_items(rows), config, OutputConfig(storage_path=str(tmp_path), name="memo"),
+                 export_model_to=tmp_path / "model")
+
+    assert result.steps == passes
+    windows = [h["loss"] for h in result.history if h["step"] % 5 == 0 and "rows_trained" not in h]
+    assert len(windows) == passes // 5
+    after = retrieval_at_1(TextEncoder.load(result.model_path), MEMO_ANCHORS, MEMO_POSITIVES)
+    assert after == 1.0, (before, after, windows)
+    first, last = windows[0], windows[-1]
+    assert 0 < last <= 0.2 * first, windows  # a cross-entropy, down by at least 80 % from its first window
 
 
 def test_malformed_rows_are_counted_and_skipped(ray_session, tiny_encoder_dir, tmp_path):
