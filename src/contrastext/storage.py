@@ -334,6 +334,17 @@ def read_parquet(locations: Location | list[Location], columns: list[str] | None
     return pa.concat_tables(tables) if len(tables) != 1 else tables[0]
 
 
+def parquet_dataset(locations: Location | list[Location], columns: list[str] | None = None):
+    """A Ray Dataset of parquet files (local paths or URIs, all on one filesystem), read by Ray's workers:
+    nothing of it passes through the calling process."""
+    import ray.data
+
+    items = [locations] if isinstance(locations, (str, Path)) else list(locations)
+    filesystem, _ = resolve(items[0])
+    dataset = ray.data.read_parquet([resolve(item)[1] for item in items], filesystem=filesystem)
+    return dataset.select_columns(columns) if columns else dataset
+
+
 def write_parquet(table, location: Location, **kwargs) -> str:
     """Write a parquet file under a temporary name, then move it into place."""
     import pyarrow.parquet as pq

@@ -88,9 +88,10 @@ def test_ties_go_to_the_category_listed_first_across_chunks():
 
 def _reference_metrics(evaluator, encoder):
     """MAP@k and recall@k exactly as the evaluator computed them before it was chunked."""
-    index = {c: i for i, c in enumerate(evaluator.categories)}
+    categories = list(dict.fromkeys([*evaluator.categories, *(c for cs in evaluator.query_categories for c in cs)]))
+    index = {c: i for i, c in enumerate(categories)}
     q = _unit(encoder.encode(list(evaluator.queries)))
-    c = _unit(encoder.encode(evaluator.categories))
+    c = _unit(encoder.encode(categories))
     top = _old_top(q, c, evaluator.k)
     ap, recall = [], []
     for row, cats in zip(top, evaluator.query_categories):
@@ -183,3 +184,26 @@ def test_memory_does_not_grow_with_the_number_of_categories():
     small, large = peak(2_000), peak(20_000)
     # the whole-matrix scorer held 20,000 × 64 embeddings and 200 × 20,000 scores (over 10 MB) at once
     assert large < 1.5 * small + 256 * 1024, (small, large)
+
+
+def test_categories_read_from_parquet_give_the_same_metrics_and_are_never_held(tmp_path):
+    """The corpus job's category file read a chunk at a time: same metrics as the list, and the evaluator
+    (pickled to the training workers as eval_fn) carries the file's location, not the categories."""
+    import pickle
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    queries, query_categories, categories, table = _random_task(60, 3_000)
+    listed = categories[:-40]  # the last 40 are missing from the list and the file: relevant ones get appended
+    path = tmp_path / "category_counts.parquet"
+    pq.write_table(pa.table({"category": listed, "pages": [1] * len(listed)}), path)
+    encoder = TableEncoder(table)
+    for chunk_size in (16_384, 128, 7):
+        want = CategoryRetrievalEvaluator(queries, query_categories, listed, chunk_size=chunk_size)(encoder)
+        from_file = CategoryRetrievalEvaluator(queries, query_categories, str(path), chunk_size=chunk_size)
+        assert from_file(encoder) == want
+    assert want["map@3"] > 0.05  # chance is about 0.001 among 3,000 categories
+    small = CategoryRetrievalEvaluator(queries, query_categories, str(path))
+    assert len(pickle.dumps(small)) < 20_000 < len(pickle.dumps(CategoryRetrievalEvaluator(queries, query_categories,
+                                                                                         listed)))

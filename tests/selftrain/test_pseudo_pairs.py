@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from contrastext.selftrain.pseudo_labels import PseudoLabels
 from contrastext.selftrain.pseudo_pairs import category_pairs, text_pairs
@@ -64,8 +65,13 @@ def _category_pairs_by_counters(categories, pseudo, label_set, template, max_pai
     return PseudoPairs(anchors, positives, labels, conflicts=sum(len(c) > 1 for c in votes.values()))
 
 
-def test_category_pairs_of_pages_in_file_order_match_the_counter_formulation():
+@pytest.mark.parametrize("buffer", [1 << 20, 7])  # tallied at the end, or folded every 7 occurrences
+def test_category_pairs_of_pages_in_file_order_match_the_counter_formulation(buffer, monkeypatch):
+    from contrastext.selftrain import pseudo_pairs
     from contrastext.selftrain.pseudo_pairs import category_pairs_of_pages
+
+    tally = pseudo_pairs._Tally
+    monkeypatch.setattr(pseudo_pairs, "_Tally", lambda: tally(buffer=buffer))
 
     rng = np.random.default_rng(3)
     n = 400
@@ -84,3 +90,27 @@ def test_category_pairs_of_pages_in_file_order_match_the_counter_formulation():
         assert (got.anchors, got.positives, got.labels, got.conflicts) == \
                (expected.anchors, expected.positives, expected.labels, expected.conflicts)
         assert category_pairs(categories, pseudo, LABELS, T, cap).anchors == expected.anchors
+
+
+def test_the_category_tally_holds_distinct_keys_not_occurrences():
+    """200,000 occurrences of 50 keys: the tally keeps 50 counts, not a list of every occurrence (which at
+    16 bytes an occurrence would be 3.2 MB)."""
+    import tracemalloc
+
+    from contrastext.selftrain.pseudo_pairs import _Tally
+
+    rng = np.random.default_rng(0)
+    keys = rng.integers(0, 50, 200_000).tolist()
+    tally = _Tally(buffer=4_096)
+    tracemalloc.start()
+    try:
+        for n, key in enumerate(keys):
+            tally.add(key, n)
+        distinct, counts, earliest = tally.totals()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 500_000, peak
+    assert distinct.tolist() == sorted(set(keys))
+    assert counts.tolist() == np.bincount(keys, minlength=50).tolist()
+    assert earliest.tolist() == [keys.index(k) for k in range(50)]

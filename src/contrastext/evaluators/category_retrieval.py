@@ -5,7 +5,9 @@ documents are its page's categories. MAP@k follows sentence-transformers' Inform
 precision at each relevant hit within the top k, summed and divided by min(k, relevant count).
 
 The corpus can be every category of Wikipedia (about 1.5M strings), so it is never embedded or scored
-whole: categories are encoded ``chunk_size`` at a time and each chunk is scored against ``query_batch``
+whole, and it may be given as the location of a parquet file with a ``category`` column (the corpus job's
+``category_counts.parquet``), read ``chunk_size`` rows at a time, so that neither the driver nor the
+evaluator's pickled copy on the training workers holds the list: categories are encoded ``chunk_size`` at a time and each chunk is scored against ``query_batch``
 queries at a time, keeping a running top k per query. Memory is O(queries × (k + D) + chunk_size × D +
 query_batch × chunk_size) whatever the number of categories, and the ranking is the exact one: by cosine,
 ties to the category listed first (as a stable sort of the full score matrix gives).
@@ -14,7 +16,7 @@ ties to the category listed first (as a stable sort of the full score matrix giv
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -38,7 +40,9 @@ class CategoryRetrievalEvaluator:
 
     queries: Sequence[str]
     query_categories: Sequence[Sequence[str]]
-    categories: Sequence[str]  # the corpus: every category string (the relevant ones included)
+    # the corpus: every category string (the relevant ones are added when missing), or a parquet file's
+    # location (path or URI) whose ``category`` column lists them once each
+    categories: Sequence[str] | str
     k: int = 3
     batch_size: int = 128
     # categories encoded and scored at a time; a multiple of batch_size × 64 keeps the encoder's
@@ -47,7 +51,8 @@ class CategoryRetrievalEvaluator:
     query_batch: int = 1_024  # queries scored against a chunk at a time
 
     def __post_init__(self) -> None:
-        self.categories = list(dict.fromkeys([*self.categories, *(c for cs in self.query_categories for c in cs)]))
+        if not isinstance(self.categories, str):
+            self.categories = list(dict.fromkeys(self.categories))
         if self.k < 1 or self.chunk_size < 1 or self.query_batch < 1:
             raise ValueError(f"k ({self.k}), chunk_size ({self.chunk_size}) and query_batch ({self.query_batch}) "
                              "must be ≥ 1")
@@ -56,10 +61,10 @@ class CategoryRetrievalEvaluator:
         if not self.queries:
             return {}
         relevant_names = {c for cs in self.query_categories for c in cs}
-        index = {c: i for i, c in enumerate(self.categories) if c in relevant_names}
+        index: dict[str, int] = {}  # filled as the chunks are read: each relevant category's row
         q = _unit(encoder.encode(list(self.queries), batch_size=self.batch_size))
-        chunks = (_unit(encoder.encode(self.categories[start:start + self.chunk_size], batch_size=self.batch_size))
-                  for start in range(0, len(self.categories), self.chunk_size))
+        chunks = (_unit(encoder.encode(names, batch_size=self.batch_size))
+                  for names in self._category_chunks(relevant_names, index))
         top = top_k(q, chunks, self.k, query_batch=self.query_batch)
         ap, recall = [], []
         for row, cats in zip(top, self.query_categories):
@@ -67,6 +72,34 @@ class CategoryRetrievalEvaluator:
             ap.append(average_precision_at_k(list(row), relevant, self.k))
             recall.append(len(relevant & set(row.tolist())) / len(relevant))
         return {f"map@{self.k}": float(np.mean(ap)), f"recall@{self.k}": float(np.mean(recall))}
+
+
+    def _category_chunks(self, relevant: set[str], index: dict[str, int]) -> Iterator[list[str]]:
+        """The categories ``chunk_size`` at a time, then the relevant ones not met; records relevant rows in ``index``."""
+        row = 0
+        for names in self._stored_chunks():
+            for offset, name in enumerate(names):
+                if name in relevant:
+                    index.setdefault(name, row + offset)
+            row += len(names)
+            yield names
+        missing = [name for name in dict.fromkeys(c for cs in self.query_categories for c in cs) if name not in index]
+        for start in range(0, len(missing), self.chunk_size):
+            names = missing[start:start + self.chunk_size]
+            index.update((name, row + offset) for offset, name in enumerate(names))
+            row += len(names)
+            yield names
+
+    def _stored_chunks(self) -> Iterator[list[str]]:
+        if isinstance(self.categories, str):
+            from contrastext import storage
+
+            for batch in storage.parquet_file(self.categories).iter_batches(batch_size=self.chunk_size,
+                                                                            columns=["category"]):
+                yield batch.column(0).to_pylist()
+        else:
+            for start in range(0, len(self.categories), self.chunk_size):
+                yield list(self.categories[start:start + self.chunk_size])
 
 
 def top_k(queries: np.ndarray, corpus_chunks: Iterable[np.ndarray], k: int, query_batch: int = 1_024) -> np.ndarray:

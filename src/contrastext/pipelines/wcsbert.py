@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import time
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -203,13 +204,13 @@ def _dev_pages(config: WCSBertConfig, pages_dir: str) -> tuple[list[str], list[l
     from contrastext.selftrain.pool import iter_pages, page_columns
 
     pre = config.pretrain
-    # ids only: the candidates are a fifth of all pages, their category lists would grow with the corpus
-    candidates = [int(row["page_id"]) for row in iter_pages(pages_dir, ["page_id", "categories"])
-                  if len(set(row["categories"] or ())) == 3]
+    # ids only, 8 bytes each: the candidates are a fifth of all pages, their category lists would grow with
+    # the corpus
+    candidates = np.frombuffer(array("q", (row["page_id"] for row in iter_pages(pages_dir, ["page_id", "categories"])
+                                           if len(set(row["categories"] or ())) == 3)), np.int64)
     wanted = min(len(candidates), max(int(round(pre.dev_fraction * len(candidates))), pre.dev_min_pages))
     rng = np.random.default_rng(pre.train.seed)
-    ids = np.asarray([candidates[i] for i in sorted(rng.choice(len(candidates), wanted, replace=False))]
-                     if wanted else [], np.int64)
+    ids = candidates[np.sort(rng.choice(len(candidates), wanted, replace=False))] if wanted else np.zeros(0, np.int64)
     categories = page_columns(pages_dir, ids, "categories") if len(ids) else []
     chosen = [(int(i), list(dict.fromkeys(c))) for i, c in zip(ids, categories)]
     texts = page_columns(pages_dir, ids, "text") if len(ids) else []
@@ -219,8 +220,6 @@ def _dev_pages(config: WCSBertConfig, pages_dir: str) -> tuple[list[str], list[l
 
 
 def _stage_pretrain(config: WCSBertConfig, run: str) -> dict[str, Any]:
-    import ray.data
-
     from contrastext.evaluators.category_retrieval import CategoryRetrievalEvaluator
     from contrastext.train import fit
 
@@ -238,9 +237,7 @@ def _stage_pretrain(config: WCSBertConfig, run: str) -> dict[str, Any]:
     if not pair_files:
         raise ValueError(f"{storage.join(corpus, 'pairs')} holds no category pairs: nothing to pretrain on")
     # the pairs stream from storage to the training workers: none of them passes through the driver
-    filesystem, _ = storage.resolve(pair_files[0])
-    dataset = ray.data.read_parquet([storage.resolve(f)[1] for f in pair_files], filesystem=filesystem)
-    dataset = dataset.select_columns(["anchor", "positive", "page_id"])
+    dataset = storage.parquet_dataset(pair_files, columns=["anchor", "positive", "page_id"])
     if dev_ids:
         dataset = dataset.map_batches(_drop_pages, batch_format="pyarrow",
                                       fn_kwargs={"held": pa.array(sorted(dev_ids), pa.int64())})
@@ -248,9 +245,8 @@ def _stage_pretrain(config: WCSBertConfig, run: str) -> dict[str, Any]:
     rows = pairs_left(pair_files, dev_ids)
     if rows == 0:
         raise ValueError(f"{storage.join(corpus, 'pairs')} holds no category pairs: nothing to pretrain on")
-    categories = storage.read_parquet(storage.join(corpus, "category_counts.parquet"),
-                                      ["category"]).column("category").to_pylist()
-    evaluator = CategoryRetrievalEvaluator(queries, query_categories, categories)
+    # read a chunk at a time as it scores: the list of every category is never held, here or on rank 0
+    evaluator = CategoryRetrievalEvaluator(queries, query_categories, storage.join(corpus, "category_counts.parquet"))
     base = _load_encoder(config.encoder.model, train.encoder)
     before = evaluator(base) if queries else {}
     del base
@@ -352,16 +348,17 @@ def mean_logged_loss(history: list[dict[str, Any]]) -> float | None:
     return float(np.mean(losses)) if losses else None
 
 
-def _write_pairs(pairs: PseudoPairs, location: str) -> None:
-    storage.write_parquet(pa.table({"anchor": pairs.anchors, "positive": pairs.positives,
-                                    "label": pa.array(pairs.labels, pa.int32())}), location)
+def _write_pairs(pairs: PseudoPairs, location: str, order: np.ndarray) -> None:
+    """The pairs in ``order`` (the training reads the file as it is: pairs come grouped by page, batches must
+    mix labels, so ``order`` is a shuffle)."""
+    table = pa.table({"anchor": pairs.anchors, "positive": pairs.positives,
+                      "label": pa.array(pairs.labels, pa.int32())})
+    storage.write_parquet(table.take(pa.array(order)), location)
 
 
 # ---------------------------------------------------------------------------------------- the job
 def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     """Run every stage (skipping finished ones) and return the summary (also in ``metrics.json``)."""
-    import ray.data
-
     from contrastext.train import fit
 
     started = time.perf_counter()
@@ -454,7 +451,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
         record = _done(stage, settings)
         if record is None:
             record = _self_training_round(config, r, stage, model, model_0, embeddings_dir, pages, label_set,
-                                          previous_labels, eval_set, fit, ray.data)
+                                          previous_labels, eval_set, fit)
             if guard is not None:
                 record |= _guard_fields(guard.score(record["model"], record["embeddings"]))
             _mark_done(stage, settings, record)
@@ -594,8 +591,8 @@ def _guard_reference(config: WCSBertConfig, model_0: str, embeddings_dir: str, l
 
 
 def _self_training_round(config: WCSBertConfig, r: int, stage: str, model: str, model_0: str,
-                         embeddings_dir: str, pages: str, label_set, previous_labels, eval_set, fit,
-                         ray_data) -> dict[str, Any]:
+                         embeddings_dir: str, pages: str, label_set, previous_labels, eval_set,
+                         fit) -> dict[str, Any]:
     from contrastext.selftrain.pool import iter_page_column, page_columns
 
     t = time.perf_counter()
@@ -625,20 +622,20 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: str, model: str, 
     if not len(pairs):
         raise ValueError(f"round {r}: no pseudo-pairs (kept {len(pseudo.kept)} items); lower "
                          "rounds.selection.threshold or raise top_fraction")
-    _write_pairs(pairs, storage.join(stage, "pairs.parquet"))
+    init = model if config.rounds.init == "previous" else model_0
+    train: TrainConfig = config.rounds.train.model_copy(update={"encoder": config.encoder.model_copy(
+        update={"model": init, "max_length": config.rounds.train.encoder.max_length})})
+    pairs_file = storage.join(stage, "pairs.parquet")
+    _write_pairs(pairs, pairs_file, np.random.default_rng(train.seed + r).permutation(len(pairs)))
     _say(f"round {r}: {len(pseudo.kept)} of {len(pool.ids)} items kept, {len(pairs)} pairs; training")
     del scorer
     selecting = time.perf_counter() - t
 
     t = time.perf_counter()
-    init = model if config.rounds.init == "previous" else model_0
-    train: TrainConfig = config.rounds.train.model_copy(update={"encoder": config.encoder.model_copy(
-        update={"model": init, "max_length": config.rounds.train.encoder.max_length})})
-    rows = pairs.rows()
-    np.random.default_rng(train.seed + r).shuffle(rows)  # pairs come grouped by page; batches must mix labels
     new_model = storage.join(stage, "model")
-    result = fit(ray_data.from_items(rows), train, OutputConfig(storage_path=stage, name="fit"),
-                 rows=len(pairs), export_model_to=new_model)
+    # the workers read the pairs from storage: the driver never holds them as rows
+    result = fit(storage.parquet_dataset(pairs_file, columns=["anchor", "positive"]), train,
+                 OutputConfig(storage_path=stage, name="fit"), rows=len(pairs), export_model_to=new_model)
     training = time.perf_counter() - t
 
     t = time.perf_counter()

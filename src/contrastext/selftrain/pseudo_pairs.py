@@ -43,17 +43,31 @@ def prompt_for(label_set: LabelSet, template: str, label: int, alias: int) -> st
     return template.replace("{label}", label_set.aliases[label][alias])
 
 
+class _Prompts:
+    """``prompt_for`` made once per (label, alias): a million pairs share a few prompt strings, not a copy each."""
+
+    def __init__(self, label_set: LabelSet, template: str):
+        self.label_set, self.template, self.made = label_set, template, {}
+
+    def __call__(self, label: int, alias: int) -> str:
+        prompt = self.made.get((label, alias))
+        if prompt is None:
+            prompt = self.made[(label, alias)] = prompt_for(self.label_set, self.template, label, alias)
+        return prompt
+
+
 def text_pairs(texts: Sequence[str], pseudo: PseudoLabels, label_set: LabelSet, template: str,
                max_pairs_per_label: int | None = None) -> PseudoPairs:
     anchors, positives, labels = [], [], []
     per_label: Counter = Counter()
+    prompt = _Prompts(label_set, template)
     for i in _most_confident_first(pseudo):
         label = int(pseudo.label[i])
         if max_pairs_per_label is not None and per_label[label] >= max_pairs_per_label:
             continue
         per_label[label] += 1
         anchors.append(texts[i])
-        positives.append(prompt_for(label_set, template, label, int(pseudo.alias[i, label])))
+        positives.append(prompt(label, int(pseudo.alias[i, label])))
         labels.append(label)
     return PseudoPairs(anchors, positives, labels)
 
@@ -71,72 +85,131 @@ def category_pairs_of_pages(pages: Iterable[tuple[int, Sequence[str] | None]], p
     """``category_pairs`` from ``(pool index, categories)`` of the kept pages, met in any order (as the pages
     files hold them), so no list of every kept page's categories is needed.
 
-    Each category occurrence is kept as four numbers, not in per-category counters (a million-page pool
-    has about 200k categories on its kept pages: some 250 MB of counters against about 25 MB here).
+    The votes are tallied as they come, per (category, label, alias): a count and the earliest occurrence.
+    Memory is O(distinct categories) (their names, and a few numbers per category and label), not
+    O(occurrences): a million-page pool has millions of category occurrences on its kept pages.
     The result is the one the pages would give in order of confidence: a category goes to the label most of
     its pages carry, a tie to the label met first in that order; its alias likewise; categories are listed
     by their first page in that order, then by their place on that page.
     """
-    rank = np.empty(len(pseudo.label), dtype=np.int64)
+    n_labels = len(label_set.labels)
+    n_aliases = max(len(a) for a in label_set.aliases)
     order = _most_confident_first(pseudo)
+    rank = np.empty(len(pseudo.label), dtype=np.min_scalar_type(max(len(order), 1)))
     rank[order] = np.arange(len(order))
     names: list[str] = []
     index: dict[str, int] = {}
-    category, label, alias, first = array("l"), array("l"), array("l"), array("q")
+    votes = _Tally()
     for i, cats in pages:
         page_label = int(pseudo.label[i])
-        page_alias = int(pseudo.alias[i, page_label])
+        base = page_label * n_aliases + int(pseudo.alias[i, page_label])
+        page_first = int(rank[i]) * _MAX_PLACES
         for place, name in enumerate(dict.fromkeys(cats or ())):
-            if name not in index:
-                index[name] = len(names)
+            category = index.get(name)
+            if category is None:
+                category = index[name] = len(names)
                 names.append(name)
-            category.append(index[name])
-            label.append(page_label)
-            alias.append(page_alias)
-            first.append(int(rank[i]) * _MAX_PLACES + min(place, _MAX_PLACES - 1))
-    return _pairs_of_occurrences(names, np.frombuffer(category, np.int64), np.frombuffer(label, np.int64),
-                                 np.frombuffer(alias, np.int64), np.frombuffer(first, np.int64), len(label_set.labels),
-                                 label_set, template, max_pairs_per_label)
+            votes.add(category * n_labels * n_aliases + base, page_first + min(place, _MAX_PLACES - 1))
+    keys, counts, earliest = votes.totals()
+    return _pairs_of_votes(names, keys, counts, earliest, n_labels, n_aliases, label_set, template,
+                           max_pairs_per_label)
 
 
 _MAX_PLACES = 1 << 16  # a category's place on its page, packed below the page's rank
 
 
-def _votes(keys: np.ndarray, first: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Occurrences per key and each key's earliest ``first``."""
-    earliest = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(earliest, keys, first)
-    return np.bincount(keys, minlength=size), earliest
+class _Tally:
+    """Occurrence count and earliest ``first`` per integer key, folded every ``buffer`` occurrences.
+
+    Kept as sorted numpy arrays, not dicts of counters: a dict entry costs some 100 bytes, a key here 20.
+    """
+
+    def __init__(self, buffer: int = 1 << 18):
+        self.buffer = buffer
+        self._keys, self._first = array("q"), array("q")
+        self.keys = np.zeros(0, np.int64)
+        self.counts = np.zeros(0, np.int64)
+        self.earliest = np.zeros(0, np.int64)
+
+    def add(self, key: int, first: int) -> None:
+        self._keys.append(key)
+        self._first.append(first)
+        if len(self._keys) >= self.buffer:
+            self._fold()
+
+    def totals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Sorted distinct keys, their counts and earliest ``first``."""
+        self._fold()
+        return self.keys, self.counts, self.earliest
+
+    def _fold(self) -> None:
+        if not self._keys:
+            return
+        keys, counts, first = _reduce(np.frombuffer(self._keys, np.int64), None,
+                                      np.frombuffer(self._first, np.int64))
+        self._keys, self._first = array("q"), array("q")
+        # merged into the sorted totals in place of a re-sort of everything: memory is the totals once more
+        at = np.searchsorted(self.keys, keys)
+        known = at < len(self.keys)
+        known[known] = self.keys[at[known]] == keys[known]
+        np.add.at(self.counts, at[known], counts[known])
+        np.minimum.at(self.earliest, at[known], first[known])
+        new, where = ~known, at[~known]
+        self.keys = np.insert(self.keys, where, keys[new])
+        self.counts = np.insert(self.counts, where, counts[new])
+        self.earliest = np.insert(self.earliest, where, first[new])
 
 
-def _winner(counts: np.ndarray, earliest: np.ndarray) -> np.ndarray:
-    """Per row, the column with most votes; a tie goes to the column met first."""
-    top = counts == counts.max(axis=1, keepdims=True)
-    return np.where(top, earliest, np.iinfo(np.int64).max).argmin(axis=1)
+def _reduce(keys: np.ndarray, counts: np.ndarray | None, first: np.ndarray,
+            presorted: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per distinct key (sorted): summed counts (each row counts 1 when ``counts`` is None), the minimum ``first``."""
+    if not presorted:
+        order = np.argsort(keys, kind="stable")
+        keys, first = keys[order], first[order]
+        counts = None if counts is None else counts[order]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.zeros(0, np.int64)
+    summed = np.diff(np.r_[starts, len(keys)]) if counts is None else np.add.reduceat(counts, starts)
+    return keys[starts], summed, np.minimum.reduceat(first, starts)
 
 
-def _pairs_of_occurrences(names: list[str], category: np.ndarray, label: np.ndarray, alias: np.ndarray,
-                          first: np.ndarray, n_labels: int, label_set: LabelSet, template: str,
-                          max_pairs_per_label: int | None) -> PseudoPairs:
-    n = len(names)
-    counts, earliest = _votes(category * n_labels + label, first, n * n_labels)
-    counts, earliest = counts.reshape(n, n_labels), earliest.reshape(n, n_labels)
-    winner = _winner(counts, earliest)
-    conflicts = int(((counts > 0).sum(axis=1) > 1).sum())
-    n_aliases = int(alias.max()) + 1 if len(alias) else 1
-    won = label == winner[category]
-    alias_counts, alias_earliest = _votes(category[won] * n_aliases + alias[won], first[won], n * n_aliases)
-    best_alias = _winner(alias_counts.reshape(n, n_aliases), alias_earliest.reshape(n, n_aliases))
+def _best_per_group(group: np.ndarray, member: np.ndarray, counts: np.ndarray,
+                    earliest: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per group: the member with most votes, a tie to the one met first; and the group (both sorted by group)."""
+    order = np.lexsort((earliest, -counts, group))
+    group = group[order]
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    return group[starts], member[order[starts]]
+
+
+def _pairs_of_votes(names: list[str], keys: np.ndarray, counts: np.ndarray, earliest: np.ndarray, n_labels: int,
+                    n_aliases: int, label_set: LabelSet, template: str,
+                    max_pairs_per_label: int | None) -> PseudoPairs:
+    if not len(keys):
+        return PseudoPairs([], [], [], conflicts=0)
+    category_label = keys // n_aliases  # keys are sorted, so these are too
+    alias = keys % n_aliases
+    pair_keys, pair_counts, pair_earliest = _reduce(category_label, counts, earliest, presorted=True)
+    categories, winners = _best_per_group(pair_keys // n_labels, pair_keys % n_labels, pair_counts, pair_earliest)
+    winner = np.empty(len(names), np.int64)
+    winner[categories] = winners
+    conflicts = int(np.count_nonzero(np.bincount(pair_keys // n_labels, minlength=len(names)) > 1))
+    won = category_label % n_labels == winner[category_label // n_labels]
+    alias_categories, best = _best_per_group(category_label[won] // n_labels, alias[won], counts[won], earliest[won])
+    best_alias = np.empty(len(names), np.int64)
+    best_alias[alias_categories] = best
+    first_seen = np.full(len(names), np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(first_seen, pair_keys // n_labels, pair_earliest)
     anchors, positives, labels = [], [], []
     per_label: Counter = Counter()
+    prompt = _Prompts(label_set, template)
     # categories of the most confident pages first, so a cap keeps the surest ones
-    for c in np.argsort(earliest.min(axis=1), kind="stable").tolist():
+    for c in np.argsort(first_seen, kind="stable").tolist():
         chosen = int(winner[c])
         if max_pairs_per_label is not None and per_label[chosen] >= max_pairs_per_label:
             continue
         per_label[chosen] += 1
         anchors.append(names[c])
-        positives.append(prompt_for(label_set, template, chosen, int(best_alias[c])))
+        positives.append(prompt(chosen, int(best_alias[c])))
         labels.append(chosen)
     return PseudoPairs(anchors, positives, labels, conflicts=conflicts)
 
