@@ -55,10 +55,14 @@ class CorpusStageConfig(Settings):
 PRETRAIN_DEFAULT_STEPS = 20
 
 
+#: a worker and an encoder actor each take two cores: on a 2-core machine one stage uses the whole machine
+DEFAULT_SCALING = ScalingSettings(num_workers=1, cpus_per_worker=2.0)
+
+
 def _pretrain_train() -> TrainConfig:
     return TrainConfig(batch_size=128, epochs=1, max_steps=PRETRAIN_DEFAULT_STEPS, encoder=EncoderConfig(max_length=128),
                        optimizer=OptimizerConfig(lr=2e-5, warmup_ratio=0.1), no_duplicates=True,
-                       checkpoint_every_steps=500)
+                       checkpoint_every_steps=500, scaling=DEFAULT_SCALING.model_copy())
 
 
 class PretrainConfig(Settings):
@@ -94,10 +98,15 @@ class PoolConfig(Settings):
         return self
 
 
+#: rounds train on a text's first 64 tokens (a lead's title and first sentence say its topic): half the
+#: compute of 128, which the pool's encoding keeps
+ROUND_MAX_LENGTH = 64
+
+
 def _round_train() -> TrainConfig:
-    return TrainConfig(batch_size=32, epochs=1, encoder=EncoderConfig(max_length=128),
+    return TrainConfig(batch_size=32, epochs=1, encoder=EncoderConfig(max_length=ROUND_MAX_LENGTH),
                        optimizer=OptimizerConfig(lr=2e-5, warmup_ratio=0.1), no_duplicates=False,
-                       checkpoint_every_steps=None)
+                       checkpoint_every_steps=None, scaling=DEFAULT_SCALING.model_copy())
 
 
 class RoundsConfig(Settings):
@@ -148,7 +157,7 @@ class EvaluationConfig(Settings):
 class EncodeStageConfig(Settings):
     batch_size: int = Field(64, ge=1)
     rows_per_shard: int = Field(10_000, ge=1)
-    scaling: ScalingSettings = Field(default_factory=lambda: ScalingSettings(num_workers=1, cpus_per_worker=1.0))
+    scaling: ScalingSettings = Field(default_factory=lambda: DEFAULT_SCALING.model_copy())
     dtype: Literal["float16", "float32"] = "float16"
 
 

@@ -65,6 +65,8 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     context = ray.train.get_context()
     rank, world = context.get_world_rank(), context.get_world_size()
     device = ray.train.torch.get_device()
+    if device.type == "cpu":  # a CPU worker computes on the cores it reserved (torch would otherwise take one)
+        torch.set_num_threads(max(1, int(config.scaling.cpus_per_worker)))
     torch.manual_seed(config.seed)
 
     objective = loop_config["objective"](config) if "objective" in loop_config else build_objective(config)
