@@ -52,7 +52,7 @@ class CorpusStageConfig(Settings):
 
 #: the embedded default pretrains briefly (a full pass over the dump sample's 10k pairs takes ~5 min on 2
 #: CPU cores and is used only if its dev MAP@3 improves); a real dump wants ``pretrain.train.max_steps: null``
-PRETRAIN_DEFAULT_STEPS = 20
+PRETRAIN_DEFAULT_STEPS = 10
 
 
 #: a worker and an encoder actor each take two cores: on a 2-core machine one stage uses the whole machine
@@ -87,7 +87,7 @@ class PoolConfig(Settings):
                                               description="source=texts: the texts (labels never read)")
     half: Half | None = Field("first", description="take one half of the texts (split by split_seed)")
     split_seed: int = 0
-    max_rows: int | None = Field(3000, ge=1, description="source=texts: a seeded sample of this many texts "
+    max_rows: int | None = Field(2000, ge=1, description="source=texts: a seeded sample of this many texts "
                                                          "(None: all)")
     max_words: int = Field(200, ge=1, description="words of each page or text that are encoded")
 
@@ -142,7 +142,7 @@ class EvaluationConfig(Settings):
                                               description="labelled texts; skipped (and said so) when absent")
     half: Half | None = Field("second", description="evaluate on one half only (the other may be the pool)")
     split_seed: int = 0
-    max_rows: int | None = Field(1500, ge=1, description="a seeded sample of this many rows (None: all)")
+    max_rows: int | None = Field(1000, ge=1, description="a seeded sample of this many rows (None: all)")
     baselines: bool = Field(True, description="also score the untrained model: labels only / prompt, "
                                               "labels as written / with aliases")
     label_mapping: bool = Field(False, description="also score query → nearest pseudo-labelled category → label")
