@@ -15,6 +15,7 @@ ties to the category listed first (as a stable sort of the full score matrix giv
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
@@ -42,15 +43,18 @@ class CategoryRetrievalEvaluator:
     query_categories: Sequence[Sequence[str]]
     # the corpus: every category string (the relevant ones are added when missing), or a parquet file's
     # location (path or URI) whose ``category`` column lists them once each
-    categories: Sequence[str] | str
+    categories: Sequence[str] | str | os.PathLike
     k: int = 3
     batch_size: int = 128
     # categories encoded and scored at a time; a multiple of batch_size × 64 keeps the encoder's
-    # length-sorting windows the same as one call over every category would
+    # length-sorting windows the same as one call over every category would (the relevant categories
+    # missing from the corpus are encoded after it, in chunks of their own)
     chunk_size: int = 16_384
     query_batch: int = 1_024  # queries scored against a chunk at a time
 
     def __post_init__(self) -> None:
+        if isinstance(self.categories, os.PathLike):
+            self.categories = os.fspath(self.categories)
         if not isinstance(self.categories, str):
             self.categories = list(dict.fromkeys(self.categories))
         if self.k < 1 or self.chunk_size < 1 or self.query_batch < 1:

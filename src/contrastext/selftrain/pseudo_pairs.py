@@ -94,6 +94,8 @@ def category_pairs_of_pages(pages: Iterable[tuple[int, Sequence[str] | None]], p
     """
     n_labels = len(label_set.labels)
     n_aliases = max(len(a) for a in label_set.aliases)
+    if pseudo.alias.size and int(pseudo.alias.max()) >= n_aliases:  # it would count towards the next label
+        raise ValueError(f"alias index {int(pseudo.alias.max())} outside the label set's {n_aliases} aliases")
     order = _most_confident_first(pseudo)
     rank = np.empty(len(pseudo.label), dtype=np.min_scalar_type(max(len(order), 1)))
     rank[order] = np.arange(len(order))

@@ -25,11 +25,10 @@ def score_pool(embeddings_dir: Path, encoder, label_set: LabelSet, template: str
     alias_embeddings = embed_label_strings(encoder, label_set, template)
     _, owner = label_set.flat()
     corpus = H5Corpus(embeddings_dir)
-    try:
-        return scan_pool(corpus.iter_chunks(chunk_rows), alias_embeddings, owner, len(label_set.labels),
-                         rows=len(corpus))
-    except ValueError as error:
-        raise ValueError(f"{embeddings_dir} holds no embeddings") from error
+    if len(corpus) == 0:
+        raise ValueError(f"{embeddings_dir} holds no embeddings")
+    return scan_pool(corpus.iter_chunks(chunk_rows), alias_embeddings, owner, len(label_set.labels),
+                     rows=len(corpus))
 
 
 def embed_label_strings(encoder, label_set: LabelSet, template: str) -> np.ndarray:
