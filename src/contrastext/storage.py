@@ -343,8 +343,7 @@ def parquet_dataset(locations: Location | list[Location], columns: list[str] | N
     filesystem, _ = resolve(items[0])
     # reading is I/O: a read task holds a tenth of a CPU, so it runs beside training workers that hold
     # every CPU of their node (with a whole CPU each it would wait for them, and they for it)
-    dataset = ray.data.read_parquet([resolve(item)[1] for item in items], filesystem=filesystem,
-                                    ray_remote_args={"num_cpus": 0.1})
+    dataset = ray.data.read_parquet([resolve(item)[1] for item in items], filesystem=filesystem, num_cpus=0.1)
     return dataset.select_columns(columns) if columns else dataset
 
 
