@@ -11,6 +11,7 @@ Many rows share a positive; the MNR loss treats such rows as one candidate (no f
 
 from __future__ import annotations
 
+import functools
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -43,24 +44,16 @@ def prompt_for(label_set: LabelSet, template: str, label: int, alias: int) -> st
     return template.replace("{label}", label_set.aliases[label][alias])
 
 
-class _Prompts:
+def _shared_prompts(label_set: LabelSet, template: str):
     """``prompt_for`` made once per (label, alias): a million pairs share a few prompt strings, not a copy each."""
-
-    def __init__(self, label_set: LabelSet, template: str):
-        self.label_set, self.template, self.made = label_set, template, {}
-
-    def __call__(self, label: int, alias: int) -> str:
-        prompt = self.made.get((label, alias))
-        if prompt is None:
-            prompt = self.made[(label, alias)] = prompt_for(self.label_set, self.template, label, alias)
-        return prompt
+    return functools.cache(lambda label, alias: prompt_for(label_set, template, label, alias))
 
 
 def text_pairs(texts: Sequence[str], pseudo: PseudoLabels, label_set: LabelSet, template: str,
                max_pairs_per_label: int | None = None) -> PseudoPairs:
     anchors, positives, labels = [], [], []
     per_label: Counter = Counter()
-    prompt = _Prompts(label_set, template)
+    prompt = _shared_prompts(label_set, template)
     for i in _most_confident_first(pseudo):
         label = int(pseudo.label[i])
         if max_pairs_per_label is not None and per_label[label] >= max_pairs_per_label:
@@ -203,7 +196,7 @@ def _pairs_of_votes(names: list[str], keys: np.ndarray, counts: np.ndarray, earl
     np.minimum.at(first_seen, pair_keys // n_labels, pair_earliest)
     anchors, positives, labels = [], [], []
     per_label: Counter = Counter()
-    prompt = _Prompts(label_set, template)
+    prompt = _shared_prompts(label_set, template)
     # categories of the most confident pages first, so a cap keeps the surest ones
     for c in np.argsort(first_seen, kind="stable").tolist():
         chosen = int(winner[c])
