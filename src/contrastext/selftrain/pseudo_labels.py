@@ -34,7 +34,7 @@ class SelectionConfig(Settings):
 class PseudoLabels:
     """Per pool item: best label, its score, the confidence; ``kept`` indexes the items selected."""
 
-    label: np.ndarray  # int, [N]
+    label: np.ndarray  # int16 (int32 beyond 32,768 labels), [N]
     score: np.ndarray  # float, [N] best label's cosine
     confidence: np.ndarray  # float, [N]
     alias: np.ndarray  # int, [N] index (within the label's aliases) of the best-scoring alias
@@ -51,12 +51,32 @@ def confidences(scores: np.ndarray, kind: str) -> np.ndarray:
     return top2[:, 1] - top2[:, 0]
 
 
+def label_dtype(n_labels: int) -> type[np.signedinteger]:
+    """A label index type of 2 bytes a pool item (4 beyond 32,768 labels), not argmax's 8."""
+    return np.int16 if n_labels <= 2**15 else np.int32
+
+
+def best_labels(scores: np.ndarray, kind: str, chunk_rows: int = 65_536
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of ``scores``: the best label, its score and the confidence, computed a chunk of rows at a time so
+    the temporaries (argmax indices, the partitioned copy) are O(chunk), not O(pool)."""
+    n = len(scores)
+    label = np.empty(n, dtype=label_dtype(scores.shape[1]))
+    best = np.empty(n, dtype=scores.dtype)
+    confidence = np.empty(n, dtype=scores.dtype)
+    for start in range(0, n, chunk_rows):
+        part = scores[start:start + chunk_rows]
+        top = part.argmax(axis=1)
+        label[start:start + len(part)] = top
+        best[start:start + len(part)] = np.take_along_axis(part, top[:, None], axis=1)[:, 0]
+        confidence[start:start + len(part)] = confidences(part, kind)
+    return label, best, confidence
+
+
 def select(scores: np.ndarray, config: SelectionConfig, alias: np.ndarray | None = None) -> PseudoLabels:
     """Pseudo-label every row of ``scores`` [N, labels] and choose the rows to train on."""
     n, n_labels = scores.shape
-    label = scores.argmax(axis=1)
-    best = scores[np.arange(n), label]
-    confidence = confidences(scores, config.confidence)
+    label, best, confidence = best_labels(scores, config.confidence)
     per_label: list[np.ndarray] = []
     for lab in range(n_labels):
         rows = np.flatnonzero(label == lab)
@@ -68,7 +88,7 @@ def select(scores: np.ndarray, config: SelectionConfig, alias: np.ndarray | None
             rows = rows[: int(np.floor(total * config.top_fraction))]
         if config.max_per_label is not None:
             rows = rows[: config.max_per_label]
-        per_label.append(rows)
+        per_label.append(rows.copy())  # a view would keep the label's whole sorted row list alive
     if config.max_label_ratio is not None:
         sizes = [len(rows) for rows in per_label if len(rows)]
         if sizes:
