@@ -163,3 +163,27 @@ def test_pad_gives_the_hand_padded_tensors(tiny_encoder_dir, multiple):
             assert padded[key].dtype == torch.int64 and torch.equal(padded[key], want[key]), (key, batch)
         without_types = encoder.pad({"input_ids": rows["input_ids"]})
         assert set(without_types) == {"input_ids", "attention_mask"}
+
+
+def test_encode_draws_a_progress_bar_on_a_terminal_only_when_asked(tiny, stderr_terminal):
+    terminal_stderr = stderr_terminal()
+    tiny.encode(TEXTS * 4, batch_size=4, show_progress=True)
+    drawn = terminal_stderr.getvalue()
+    assert "encoded" in drawn and "20/20" in drawn and "\r" in drawn
+    terminal_stderr.truncate(0)
+    tiny.encode(TEXTS, show_progress=False)
+    assert terminal_stderr.getvalue() == ""
+
+
+def test_encode_progress_stays_off_a_stream_that_is_no_terminal(tiny, capsys):
+    tiny.encode(TEXTS, show_progress=True)
+    assert capsys.readouterr().err == ""
+
+
+def test_short_work_draws_no_progress_bar(tiny, stderr_terminal, monkeypatch):
+    from contrastext import console
+
+    terminal_stderr = stderr_terminal()
+    monkeypatch.setattr(console, "PROGRESS_DELAY_S", 60.0)
+    tiny.encode(TEXTS, show_progress=True)
+    assert terminal_stderr.getvalue() == ""

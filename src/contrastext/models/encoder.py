@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from contrastext.console import progress_bar
 from contrastext.models.resolve import DEFAULT_MODEL, resolve_model_path
 from contrastext.models.st_format import Pooling, read_layout, write_layout
 
@@ -176,7 +177,7 @@ class TextEncoder(nn.Module):
         self.eval()
         out = np.empty((len(texts), self.embedding_dimension), dtype=np.float32)
         window = batch_size * _SORT_WINDOW_BATCHES
-        progress = _progress(len(texts), show_progress)
+        progress = progress_bar(len(texts), "encoded", enabled=show_progress, unit="texts")
         try:
             for start in range(0, len(texts), window):
                 chunk = texts[start: start + window]
@@ -222,24 +223,3 @@ class TextEncoder(nn.Module):
         write_layout(target, pooling=self.pooling, normalize=self.normalize, max_seq_length=self.max_length,
                      embedding_dimension=self.embedding_dimension, versions=versions)
         return target
-
-
-class _progress:
-    """A minimal progress line on stderr (no tqdm dependency inside Ray workers)."""
-
-    def __init__(self, total: int, enabled: bool):
-        self.total, self.enabled, self.done = total, enabled, 0
-
-    def update(self, n: int) -> None:
-        self.done += n
-        if self.enabled:
-            import sys
-
-            sys.stderr.write(f"\rencoded {self.done}/{self.total}")
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            import sys
-
-            sys.stderr.write("\n")
