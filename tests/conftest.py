@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -107,6 +109,29 @@ def s3_server():
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+class TerminalStream(io.StringIO):
+    """A text stream that says it is a terminal, so that progress bars draw into it."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture
+def stderr_terminal(monkeypatch):
+    """Call it in the test body (pytest's capture replaces ``sys.stderr`` again after fixtures run): makes
+    ``sys.stderr`` a terminal whose text the test reads, and progress bars draw at once (no delay)."""
+    from contrastext import console
+
+    monkeypatch.setattr(console, "PROGRESS_DELAY_S", 0.0)
+
+    def attach() -> io.StringIO:
+        stream = TerminalStream()
+        monkeypatch.setattr(sys, "stderr", stream)
+        return stream
+
+    return attach
 
 
 @pytest.fixture

@@ -30,7 +30,8 @@ class EncoderConfig(Settings):
 class OptimizerConfig(Settings):
     lr: float = Field(2e-5, gt=0)
     weight_decay: float = Field(0.01, ge=0)
-    warmup_ratio: float = Field(0.1, ge=0, le=1)
+    warmup_ratio: float = Field(0.1, ge=0, le=1, description="share of the steps over which the rate rises "
+                                "linearly from 0 (transformers' schedules: the first step's rate is 0)")
     schedule: Literal["linear", "constant"] = Field(
         "linear", description="after warm-up: linear decay to 0 at the last step, or a constant rate")
     max_grad_norm: float | None = Field(1.0, gt=0, description="None disables gradient clipping")

@@ -14,7 +14,8 @@ Quiet (every job's default):
   marker are shown, once each (Ray Train's print redirection would otherwise show them twice);
 - Python warnings raised by Ray go to the driver's log file;
 - Hugging Face's download / weight-loading progress bars are off;
-- one line at start says where the logs are.
+- one line at start says where the logs are;
+- our own progress bars (``progress_bar``: encoding) show only on a terminal, for work past a few seconds.
 
 Verbose (``--verbose``): everything Ray prints comes through, as Ray does it.
 
@@ -61,6 +62,19 @@ _settings: ConsoleSettings | None = None
 def console_settings() -> ConsoleSettings | None:
     """The settings given to :func:`configure_console`, or None when it was never called."""
     return _settings
+
+
+#: A progress bar appears only once its work has run this long: short work prints nothing.
+PROGRESS_DELAY_S = 2.0
+
+
+def progress_bar(total: int, description: str, *, enabled: bool = True, unit: str = "it"):
+    """A tqdm bar on stderr for long work: shown only when ``enabled``, stderr is a terminal and the work
+    has run for ``PROGRESS_DELAY_S``; otherwise a bar that prints nothing (``update``/``close`` still work)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=description, unit=unit, file=sys.stderr, disable=None if enabled else True,
+                delay=PROGRESS_DELAY_S, dynamic_ncols=True)
 
 
 def ray_quiet(verbose: bool | None = None) -> bool:

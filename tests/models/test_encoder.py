@@ -126,3 +126,64 @@ def test_lower_case_models_lower_case_their_input(tiny, tmp_path):
     (tmp_path / "sentence_bert_config.json").write_text(json.dumps({**config, "do_lower_case": True}))
     lowered = TextEncoder.load(tmp_path)
     np.testing.assert_allclose(lowered.encode(["HELLO World"]), lowered.encode(["hello world"]), atol=1e-6)
+
+
+def _hand_padded(encoder, tokens):
+    """The hand-written padding ``TextEncoder.pad`` replaced: right-padded ids and type ids, a 0/1 mask."""
+    rows = tokens["input_ids"]
+    width = max(len(row) for row in rows)
+    if encoder.pad_to_multiple_of:
+        width = max(width, min(-(-width // encoder.pad_to_multiple_of) * encoder.pad_to_multiple_of,
+                               encoder.max_length))
+    out = {}
+    for key, value in (("input_ids", encoder.tokenizer.pad_token_id), ("token_type_ids", 0)):
+        if key in tokens:
+            padded = np.full((len(rows), width), value, dtype=np.int64)
+            for i, row in enumerate(tokens[key]):
+                padded[i, :len(row)] = row
+            out[key] = torch.from_numpy(padded)
+    lengths = torch.tensor([len(row) for row in rows])
+    out["attention_mask"] = (torch.arange(width)[None, :] < lengths[:, None]).long()
+    return out
+
+
+@pytest.mark.parametrize("multiple", [None, 8, 16, 48])
+def test_pad_gives_the_hand_padded_tensors(tiny_encoder_dir, multiple):
+    encoder = TextEncoder.from_pretrained(tiny_encoder_dir, device="cpu")  # max_length 64: 48 rounds past it
+    encoder.pad_to_multiple_of = multiple
+    texts = TEXTS + ["word " * 40, "word " * 60 + "end", "a b"]
+    tokens = encoder.tokenizer(texts, truncation=True, max_length=encoder.max_length, padding=False,
+                               return_attention_mask=False)
+    assert "token_type_ids" in tokens
+    for batch in ([0], [0, 2], [3, 5, 6], list(range(len(texts)))):
+        rows = {key: [tokens[key][i] for i in batch] for key in ("input_ids", "token_type_ids")}
+        padded, want = encoder.pad(rows), _hand_padded(encoder, rows)
+        assert padded.keys() == want.keys()
+        for key in want:
+            assert padded[key].dtype == torch.int64 and torch.equal(padded[key], want[key]), (key, batch)
+        without_types = encoder.pad({"input_ids": rows["input_ids"]})
+        assert set(without_types) == {"input_ids", "attention_mask"}
+
+
+def test_encode_draws_a_progress_bar_on_a_terminal_only_when_asked(tiny, stderr_terminal):
+    terminal_stderr = stderr_terminal()
+    tiny.encode(TEXTS * 4, batch_size=4, show_progress=True)
+    drawn = terminal_stderr.getvalue()
+    assert "encoded" in drawn and "20/20" in drawn and "\r" in drawn
+    terminal_stderr.truncate(0)
+    tiny.encode(TEXTS, show_progress=False)
+    assert terminal_stderr.getvalue() == ""
+
+
+def test_encode_progress_stays_off_a_stream_that_is_no_terminal(tiny, capsys):
+    tiny.encode(TEXTS, show_progress=True)
+    assert capsys.readouterr().err == ""
+
+
+def test_short_work_draws_no_progress_bar(tiny, stderr_terminal, monkeypatch):
+    from contrastext import console
+
+    terminal_stderr = stderr_terminal()
+    monkeypatch.setattr(console, "PROGRESS_DELAY_S", 60.0)
+    tiny.encode(TEXTS, show_progress=True)
+    assert terminal_stderr.getvalue() == ""

@@ -1,6 +1,7 @@
 import json
 import tracemalloc
 
+import faiss
 import numpy as np
 import pytest
 
@@ -137,6 +138,17 @@ def test_streamed_prototypes_equal_the_in_memory_computation():
                                _old_label_prototypes(points, skewed, fallback=prompts), atol=1e-6)
     with pytest.raises(ValueError, match="no pool item is labelled 3"):
         label_prototypes(Chunks(points, 50), skewed)
+
+
+def test_streamed_refinement_equals_faiss_kmeans_seeded_by_the_prototypes():
+    points, scores, _ = _pool()
+    seeds = label_prototypes(points, scores, 0.3)
+    for iterations in (1, 3, 50):
+        kmeans = faiss.Kmeans(points.shape[1], len(seeds), niter=iterations, spherical=True,
+                              min_points_per_centroid=1, max_points_per_centroid=len(points))
+        kmeans.train(np.ascontiguousarray(_unit(points), dtype=np.float32), init_centroids=seeds)
+        np.testing.assert_allclose(refine_prototypes(Chunks(points, 64), seeds, iterations), kmeans.centroids,
+                                   atol=1e-5)
 
 
 def test_prototypes_read_chunks_not_an_array():

@@ -46,6 +46,17 @@ def test_encode_equals_the_mean_of_span_token_states_and_shares_sentences(encode
     np.testing.assert_allclose(np.linalg.norm(masked, axis=1), 1.0, atol=1e-5)
 
 
+def test_encode_draws_a_progress_bar_on_a_terminal_only_when_asked(encoder, stderr_terminal):
+    terminal_stderr = stderr_terminal()
+    spans = [("John Smith met officials from Reuters in Paris .", 0, 10)] * 6
+    encoder.encode(spans, batch_size=2, mask=True, show_progress=True)
+    drawn = terminal_stderr.getvalue()
+    assert "phrases encoded" in drawn and "6/6" in drawn
+    terminal_stderr.truncate(0)
+    encoder.encode(spans, batch_size=2, mask=True)
+    assert terminal_stderr.getvalue() == ""
+
+
 def test_long_sentences_keep_the_span_inside_the_token_limit(encoder):
     sentence = "word " * 400 + "Target phrase here"
     start = sentence.index("Target")

@@ -45,6 +45,25 @@ def test_tokens_already_masked_are_never_chosen(encoder):
     assert (labels[features["span_mask"].bool()] == IGNORE_INDEX).all()
 
 
+def test_masking_follows_its_generator_and_leaves_the_input_untouched(encoder):
+    features = encoder.tokenize([(SENTENCE, 0, 10)] * 20, [True] * 20)
+    ids, mask = features["input_ids"], features["attention_mask"]
+    original = ids.clone()
+    first = mask_tokens(ids, mask, encoder.tokenizer, 0.3, torch.Generator().manual_seed(3))
+    again = mask_tokens(ids, mask, encoder.tokenizer, 0.3, torch.Generator().manual_seed(3))
+    other = mask_tokens(ids, mask, encoder.tokenizer, 0.3, torch.Generator().manual_seed(4))
+    assert torch.equal(ids, original)
+    assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
+    assert not torch.equal(first[1], other[1])
+    # the 10% random replacements: chosen tokens that are neither the mask token nor the original
+    many = encoder.tokenizer([SENTENCE] * 400, return_tensors="pt")
+    masked, labels = mask_tokens(many["input_ids"], many["attention_mask"], encoder.tokenizer, 0.5,
+                                 torch.Generator().manual_seed(5))
+    chosen = labels != IGNORE_INDEX
+    replaced = (masked[chosen] != encoder.tokenizer.mask_token_id) & (masked[chosen] != labels[chosen])
+    assert 0.07 < replaced.float().mean().item() < 0.12
+
+
 def test_head_decodes_with_the_input_embeddings_and_round_trips(encoder, tmp_path):
     model = PhraseModelWithMLM.around(encoder)
     embeddings = encoder.transformer.get_input_embeddings().weight

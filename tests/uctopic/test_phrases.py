@@ -1,5 +1,6 @@
 """Phrase instances from CoNLL files, Wikipedia link spans and documents; positive pairs; sentence offsets."""
 
+import math
 import random
 
 import pytest
@@ -111,6 +112,25 @@ def test_ngram_fallback_finds_collocations_without_stop_word_edges():
     spans = extractor.find("Chelsea lead the Premier League again.")
     found = ["Chelsea lead the Premier League again."[s:e] for s, e in spans]
     assert "Premier League" in found and "Premier" not in found  # the longest match wins
+
+
+def test_ngram_scores_are_count_times_one_plus_npmi_over_all_words_of_the_gram():
+    sentences = ["Manchester United fans sang loudly.", "Manchester United fans waited outside.",
+                 "United fans cheered, Manchester slept.", "Fans of Manchester United travelled."] * 2
+    extractor = NgramExtractor(NgramSettings(min_count=2, min_npmi=0.0)).fit(sentences)
+    words = [w.lower().strip(".,") for s in sentences for w in s.split()]
+    total, count = len(words), {w: words.count(w) for w in set(words)}
+
+    def score(gram: tuple[str, ...], gram_count: int) -> float:
+        p_gram = gram_count / total
+        p_words = math.prod(count[w] / total for w in gram)
+        return gram_count * (1 + math.log(p_gram / p_words) / (-math.log(p_gram) * (len(gram) - 1)))
+
+    assert extractor.vocabulary[("manchester", "united")] == pytest.approx(score(("manchester", "united"), 6))
+    # three words with no stop word inside, scored as one gram (a bigram phrase model joins only pairs)
+    assert extractor.vocabulary[("manchester", "united", "fans")] == pytest.approx(
+        score(("manchester", "united", "fans"), 4))
+    assert ("cheered", "manchester") not in extractor.vocabulary  # a comma breaks the n-gram
 
 
 def test_document_phrases_use_the_ngram_fallback_without_a_spacy_model():

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from contrastext.console import progress_bar
 from contrastext.models.resolve import DEFAULT_MODEL, resolve_model_path
 from contrastext.models.st_format import Pooling, read_layout, write_layout
 
@@ -149,15 +150,19 @@ class TextEncoder(nn.Module):
             return torch.autocast("cuda", dtype=torch.bfloat16)
         return nullcontext()
 
-    def _pad(self, encodings: list[list[int]], key_rows: list[int], pad_value: int) -> torch.Tensor:
-        width = max(len(encodings[i]) for i in key_rows)
+    def pad(self, tokens: dict[str, list[list[int]]]) -> dict[str, torch.Tensor]:
+        """A batch of unpadded token lists (``input_ids``, optionally ``token_type_ids``) as right-padded
+        tensors with their ``attention_mask``: as wide as the longest row, rounded up to a multiple of
+        ``pad_to_multiple_of`` but never past this encoder's ``max_length``."""
+        width = max(len(row) for row in tokens["input_ids"])
         if self.pad_to_multiple_of:
             multiple = self.pad_to_multiple_of
             width = max(width, min(-(-width // multiple) * multiple, self.max_length))
-        out = np.full((len(key_rows), width), pad_value, dtype=np.int64)
-        for row, i in enumerate(key_rows):
-            out[row, : len(encodings[i])] = encodings[i]
-        return torch.from_numpy(out)
+        # the tokenizer's own pad_to_multiple_of would round past max_length (200 → 256 at 64), so the width is ours;
+        # numpy then torch.from_numpy: 2.7 ms per 64 × 128 batch, where return_tensors="pt" takes 8.4 ms
+        padded = self.tokenizer.pad(tokens, padding="max_length", max_length=width, padding_side="right",
+                                    return_attention_mask=True, return_tensors="np")
+        return {key: torch.from_numpy(value.astype(np.int64, copy=False)) for key, value in padded.items()}
 
     @torch.inference_mode()
     def encode(self, texts: Sequence[str] | Iterable[str], batch_size: int = 64, max_length: int | None = None,
@@ -172,7 +177,7 @@ class TextEncoder(nn.Module):
         self.eval()
         out = np.empty((len(texts), self.embedding_dimension), dtype=np.float32)
         window = batch_size * _SORT_WINDOW_BATCHES
-        progress = _progress(len(texts), show_progress)
+        progress = progress_bar(len(texts), "encoded", enabled=show_progress, unit="texts")
         try:
             for start in range(0, len(texts), window):
                 chunk = texts[start: start + window]
@@ -185,13 +190,11 @@ class TextEncoder(nn.Module):
                 order = sorted(range(len(chunk)), key=lambda i: -len(ids[i]))
                 for b in range(0, len(order), batch_size):
                     rows = order[b: b + batch_size]
-                    input_ids = self._pad(ids, rows, self.tokenizer.pad_token_id or 0)
-                    lengths = torch.tensor([len(ids[i]) for i in rows])
-                    mask = (torch.arange(input_ids.shape[1])[None, :] < lengths[:, None]).long()
-                    features = {"input_ids": input_ids, "attention_mask": mask}
+                    batch = {"input_ids": [ids[i] for i in rows]}
                     if type_ids is not None:
-                        features["token_type_ids"] = self._pad(type_ids, rows, 0)
-                    features = {k: v.to(self.device, non_blocking=True) for k, v in features.items()}
+                        batch["token_type_ids"] = [type_ids[i] for i in rows]
+                    features = {k: v.to(self.device, non_blocking=True)
+                                for k, v in self.pad(batch).items()}
                     with self._autocast():
                         embeddings = self(features)
                     out[[start + i for i in rows]] = embeddings.float().cpu().numpy()
@@ -220,24 +223,3 @@ class TextEncoder(nn.Module):
         write_layout(target, pooling=self.pooling, normalize=self.normalize, max_seq_length=self.max_length,
                      embedding_dimension=self.embedding_dimension, versions=versions)
         return target
-
-
-class _progress:
-    """A minimal progress line on stderr (no tqdm dependency inside Ray workers)."""
-
-    def __init__(self, total: int, enabled: bool):
-        self.total, self.enabled, self.done = total, enabled, 0
-
-    def update(self, n: int) -> None:
-        self.done += n
-        if self.enabled:
-            import sys
-
-            sys.stderr.write(f"\rencoded {self.done}/{self.total}")
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            import sys
-
-            sys.stderr.write("\n")

@@ -167,6 +167,7 @@ def _unit_done(run_dir: str, unit: dict[str, Any], links: bool) -> bool:
 
 
 def _progress(label: str, done: int, total: int, started: float, amount: int, unit: str) -> None:
+    # a log line per finished unit, not a tqdm bar: a submitted job's console is no terminal and must still show it
     elapsed = max(time.perf_counter() - started, 1e-9)
     log.info("%s %d/%d done: %d %s (%.1f %s/s)", label, done, total, amount, unit, amount / elapsed, unit)
 

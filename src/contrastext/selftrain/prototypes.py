@@ -2,7 +2,9 @@
 
 The label prompts are one point per label; the pool's confident items give each label a centroid in the
 encoder's own space, which classifies by nearest prototype. ``refine_prototypes`` then runs spherical
-k-means on the pool seeded by those centroids, so each label settles on the pool's own cluster near it.
+k-means on the pool seeded by those centroids, so each label settles on the pool's own cluster near it:
+faiss finds each row's nearest prototype, chunk by chunk; the update (per-label sums) is ours, because
+``faiss.Kmeans`` trains on one in-memory array and cannot stream the pool.
 No gold label is read: the items are chosen by the prompts' pseudo-labels.
 
 The pool can be millions of rows (6.4M × 384 float32 is about 9.8 GB), so it is never held whole: every
@@ -137,6 +139,7 @@ def refine_prototypes(embeddings: Embeddings, prototypes: np.ndarray, iterations
     if iterations > 1 and iter(embeddings) is embeddings:
         raise TypeError("refine_prototypes reads the embeddings once per iteration: pass an array or a "
                         "re-iterable (such as pool_embeddings(...)), not an iterator")
+    # faiss.Kmeans trains on one in-memory array, so the pool is streamed here: faiss assigns, we update
     for _ in range(iterations):
         means, counts = _label_means(embeddings, _nearest(current), len(current))
         updated = current.copy()
@@ -149,7 +152,12 @@ def refine_prototypes(embeddings: Embeddings, prototypes: np.ndarray, iterations
 
 
 def _nearest(prototypes: np.ndarray):
-    return lambda offset, units: (units @ prototypes.T).argmax(axis=1)
+    """``assign`` for ``_label_means``: each row's most cosine-similar prototype, by faiss exact search."""
+    import faiss
+
+    index = faiss.IndexFlatIP(prototypes.shape[1])
+    index.add(np.ascontiguousarray(prototypes, dtype=np.float32))
+    return lambda offset, units: index.search(np.ascontiguousarray(units), 1)[1][:, 0]
 
 
 def prototype_scores(embeddings: Embeddings, prototypes: np.ndarray) -> np.ndarray:

@@ -44,15 +44,15 @@ def _all_have_batch(local_rows: int, device: torch.device) -> bool:
     return int(ranks_without_batch.item()) == 0
 
 
-def lr_factor(total_steps: int, warmup_steps: int, schedule: str = "linear") -> Callable[[int], float]:
-    """Learning-rate multiplier per step: linear warm-up, then linear decay or constant."""
-    def factor(step: int) -> float:
-        if step < warmup_steps:
-            return (step + 1) / max(1, warmup_steps)
-        if schedule == "constant":
-            return 1.0
-        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
-    return factor
+def lr_scheduler(optimizer: torch.optim.Optimizer, total_steps: int, warmup_steps: int,
+                 schedule: str = "linear") -> torch.optim.lr_scheduler.LambdaLR:
+    """transformers' schedules: linear warm-up from 0 over ``warmup_steps``, then linear decay to 0 at
+    ``total_steps`` (``linear``) or the full rate (``constant``)."""
+    from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
+
+    if schedule == "constant":
+        return get_constant_schedule_with_warmup(optimizer, warmup_steps)
+    return get_linear_schedule_with_warmup(optimizer, warmup_steps, total_steps)
 
 
 def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
@@ -84,7 +84,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         optimizer = torch.optim.AdamW(objective.param_groups(net), lr=config.optimizer.lr,
                                       weight_decay=config.optimizer.weight_decay)
         warmup = math.ceil(total_steps * config.optimizer.warmup_ratio)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor(total_steps, warmup, config.optimizer.schedule))
+        scheduler = lr_scheduler(optimizer, total_steps, warmup, config.optimizer.schedule)
         if resume_dir:
             restore_state(Path(resume_dir), optimizer, scheduler)
             if rank == 0:

@@ -83,6 +83,7 @@ class NgramExtractor:
             return False
         return len(" ".join(gram)) >= self.settings.min_chars
 
+    # not gensim's Phrases(scoring="npmi"): on BBCSport it gives our 5,355 bigrams but at most 2,027 of our 3,772 trigrams
     def fit(self, sentences: Sequence[str]) -> "NgramExtractor":
         s = self.settings
         counts: Counter = Counter()

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from contrastext.console import progress_bar
 from contrastext.models.encoder import TextEncoder, pick_device
 from contrastext.models.resolve import DEFAULT_MODEL, resolve_model_path
 from contrastext.uctopic.phrases import PhraseInstance
@@ -136,7 +137,7 @@ class PhraseEncoder(nn.Module):
         self.eval()
         use_bf16 = self.device.type == "cuda" and self.encoder.bf16_on_gpu
         autocast = torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else nullcontext()
-        done = 0
+        progress = progress_bar(len(items), "phrases encoded", enabled=show_progress, unit="phrases")
         try:
             for b in range(0, len(groups), batch_size):
                 chunk = groups[b:b + batch_size]
@@ -153,16 +154,9 @@ class PhraseEncoder(nn.Module):
                 if normalize:
                     vectors = F.normalize(vectors, dim=1)
                 out[rows] = vectors.cpu().numpy()
-                done += len(rows)
-                if show_progress:
-                    import sys
-
-                    sys.stderr.write(f"\rphrases encoded {done}/{len(items)}")
-            if show_progress:
-                import sys
-
-                sys.stderr.write("\n")
+                progress.update(len(rows))
         finally:
+            progress.close()
             self.train(was_training)
         return out
 

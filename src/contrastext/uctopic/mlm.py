@@ -51,18 +51,17 @@ class MLMSettings:
 
 def mask_tokens(input_ids: torch.Tensor, attention_mask: torch.Tensor, tokenizer, probability: float = 0.15,
                 generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """BERT's masking: ``probability`` of the real, non-special tokens are chosen; of those 80% become the
-    mask token, 10% a random token, 10% stay. Returns (masked ids, labels: the original id where chosen,
-    -100 elsewhere). Tokens that already are the mask token (masked mentions) are never chosen."""
+    """BERT's masking by transformers' ``DataCollatorForLanguageModeling``: ``probability`` of the real,
+    non-special tokens are chosen; of those 80% become the mask token, 10% a random token, 10% stay.
+    Returns (masked ids, labels: the original id where chosen, -100 elsewhere). Padding and tokens that
+    already are the mask token (masked mentions) are never chosen; ``input_ids`` is left untouched."""
+    from transformers import DataCollatorForLanguageModeling
+
+    collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=probability)
+    collator.generator = generator  # torch_mask_tokens draws from it (None: torch's global generator)
     special = torch.tensor(sorted(set(tokenizer.all_special_ids)), dtype=input_ids.dtype)
-    candidates = attention_mask.bool() & ~torch.isin(input_ids, special)
-    chosen = (torch.rand(input_ids.shape, generator=generator) < probability) & candidates
-    labels = input_ids.masked_fill(~chosen, IGNORE_INDEX)
-    draw = torch.rand(input_ids.shape, generator=generator)
-    masked = input_ids.masked_fill(chosen & (draw < 0.8), tokenizer.mask_token_id)
-    swap = chosen & (draw >= 0.8) & (draw < 0.9)
-    random_ids = torch.randint(len(tokenizer), input_ids.shape, generator=generator, dtype=input_ids.dtype)
-    return torch.where(swap, random_ids, masked), labels
+    never_chosen = ~attention_mask.bool() | torch.isin(input_ids, special)  # the mask token is a special id
+    return collator.torch_mask_tokens(input_ids.clone(), special_tokens_mask=never_chosen)
 
 
 class MaskedLMHead(nn.Module):
