@@ -92,9 +92,9 @@ def run_pair_fit(config: FitJobConfig) -> dict[str, Any]:
         "train_pairs": train_rows,
         "eval_pairs": len(eval_rows),
         "steps": result.steps,
-        "final_loss": result.metrics.get("loss"),
-        "rows_skipped": result.metrics.get("rows_skipped", 0),
-        "pairs_per_s": _steady_pairs_per_s(result.history),
+        "final_loss": result.last_loss,
+        "rows_skipped": result.rows_skipped,
+        "pairs_per_s": result.steady_rows_per_s,
         "before": before,
         "after": after,
         "model_path": result.model_path,
@@ -109,11 +109,6 @@ def run_pair_fit(config: FitJobConfig) -> dict[str, Any]:
                            "rows_skipped": summary["rows_skipped"]})
     print(summary_table(summary))
     return summary
-
-
-def _steady_pairs_per_s(history: list[dict[str, Any]]) -> float | None:
-    windows = [h["rows_per_s"] for h in history if h.get("rows_per_s")]
-    return sum(windows) / len(windows) if windows else None
 
 
 def summary_table(summary: dict[str, Any]) -> str:

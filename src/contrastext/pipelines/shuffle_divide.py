@@ -264,10 +264,8 @@ def _train_epoch(epoch: int, previous_model: str, pairs: list[dict[str, str]], r
                  export_model_to=storage.join(_epoch_dir(run_dir, epoch), "model"))
     if result.model_path is None:
         raise RuntimeError(f"epoch {epoch}: training finished without a checkpoint to export")
-    losses = [h["loss"] for h in result.history if "loss" in h and "rows_trained" not in h]
-    final = result.metrics
-    row = {"loss": float(np.mean(losses)) if losses else final.get("loss"), "steps": result.steps,
-           "pairs": len(pairs), "rows_skipped": final.get("rows_skipped", 0), "train_s": result.seconds}
+    row = {"loss": result.mean_loss, "steps": result.steps, "pairs": len(pairs), "rows_skipped": result.rows_skipped,
+           "train_s": result.seconds}
     if grouped:
         sizes = np.bincount([p["group"] for p in pairs if p["group"] >= 0])
         row["negative_groups"] = int((sizes > 0).sum())

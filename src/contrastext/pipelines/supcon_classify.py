@@ -372,8 +372,7 @@ def run_supcon_classify(config: SupconClassifyConfig) -> dict[str, Any]:
         metrics = _evaluate(result.model_path, data, config, variant.name, run_dir, local_plots)
         metrics.update({"variant": variant.model_dump(), "made_with": made_with, "steps": result.steps,
                         "train_seconds": train_seconds,
-                        "final_loss": result.metrics.get("loss"),
-                        "rows_skipped": result.metrics.get("rows_skipped", 0)})
+                        "final_loss": result.last_loss, "rows_skipped": result.rows_skipped})
         write_json_atomic(done_file, metrics)
         results[variant.name] = metrics
         models[variant.name] = result.model_path

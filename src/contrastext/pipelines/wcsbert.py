@@ -258,7 +258,7 @@ def _stage_pretrain(config: WCSBertConfig, run: str) -> dict[str, Any]:
                  eval_fn=evaluator if queries else None, rows=rows, export_model_to=model)
     after = evaluator(_load_encoder(model, train.encoder)) if queries else {}
     out = {"pairs": rows, "dev_pages": len(queries), "steps": result.steps,
-           "loss": mean_logged_loss(result.history), "dev_before": before, "dev_after": after,
+           "loss": result.mean_loss, "dev_before": before, "dev_after": after,
            "seconds": time.perf_counter() - started, "model": model}
     return _mark_done(stage, settings, out)
 
@@ -340,12 +340,6 @@ def _encode_pool(config: WCSBertConfig, pages: str, model: str, out: str) -> dic
         scaling=config.encode.scaling, dtype=config.encode.dtype,
         output=OutputConfig(storage_path=storage.parent(out), name=storage.name(out)), ray=config.ray), table=False)
     return _mark_done(out, settings, {"rows": summary["rows"], "seconds": summary["timings_s"]["total"]})
-
-
-def mean_logged_loss(history: list[dict[str, Any]]) -> float | None:
-    """Mean of the training-loss reports of a fit (checkpoint and evaluation reports carry no loss)."""
-    losses = [h["loss"] for h in history if "rows_per_s" in h and h.get("loss") is not None]
-    return float(np.mean(losses)) if losses else None
 
 
 def _write_pairs(pairs: PseudoPairs, location: str, order: np.ndarray) -> None:
@@ -653,7 +647,7 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: str, model: str, 
         "pairs": len(pairs), "pairs_per_label": dict(zip(labels.names, pairs.per_label(len(labels.names)).tolist())),
         "category_conflicts": pairs.conflicts, "labels_changed": changed_share(previous_labels, pseudo.label),
         "mean_confidence_kept": float(pseudo.confidence[pseudo.kept].mean()) if len(pseudo.kept) else None,
-        "loss": mean_logged_loss(result.history), "steps": result.steps, "model": new_model,
+        "loss": result.mean_loss, "steps": result.steps, "model": new_model,
         "embeddings": new_embeddings,
         "seconds": {"select": selecting, "train": training, "encode": encoding},
     }

@@ -191,7 +191,7 @@ def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
                "pairs_by_source": dict(written.by_source),
                "masked_share": masked, "mlm_weight": config.train.loss.params.get("mlm_weight", 0.0),
                "steps": result.steps,
-               "final_loss": _final_loss(result), "rows_skipped": result.metrics.get("rows_skipped", 0),
+               "final_loss": result.last_loss, "rows_skipped": result.rows_skipped,
                "entity_clustering_before": before, "entity_clustering_after": after,
                "model_path": result.model_path, "timings_s": timings}
     rows_table = [["Wikipedia source", source], ["link mentions in sentences", link_mentions],
@@ -275,7 +275,7 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
                "silhouette_by_k": clustering.silhouette_by_k, "central_fraction": settings.central_fraction,
                "central_instances": pseudo.central, "labelled_mentions": pseudo.labelled_mentions,
                "labelled_instances": int(labelled.sum()), "pseudo_label_acc": pseudo_acc, "pairs": len(rows),
-               "steps": result.steps, "final_loss": _final_loss(result),
+               "steps": result.steps, "final_loss": result.last_loss,
                "clustering_before": before, "clustering_after": after,
                "entity_clustering_before": extra_before, "entity_clustering_after": extra_after,
                "topics": topic_rows, "topic_quality": quality, "model_path": result.model_path,
@@ -401,13 +401,6 @@ def _write_pairs(pairs, location: str) -> WrittenPairs:
             writer.close()
     filesystem.move(temporary, path)
     return written
-
-
-def _final_loss(result) -> float | None:
-    """The loss of the last logged window (an epoch's final report may cover a one-row batch, whose
-    in-batch loss is 0 by construction)."""
-    windows = [h["loss"] for h in result.history if h.get("rows_per_s") and h.get("loss") is not None]
-    return windows[-1] if windows else result.metrics.get("loss")
 
 
 def _checksums(paths: Sequence[str | None]) -> dict[str, str]:
