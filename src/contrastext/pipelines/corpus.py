@@ -293,18 +293,14 @@ class EncodeShards:
     shards and writes each one itself, so no single process gathers the corpus, and a shard lost with its
     node is simply encoded again by another actor (writes are whole-file and idempotent)."""
 
-    def __init__(self, encoder: dict[str, Any], batch_size: int, torch_threads: int | None, directory: str,
+    def __init__(self, encoder: EncoderConfig, batch_size: int, torch_threads: int | None, directory: str,
                  attributes: dict[str, Any], max_words: int):
         import torch
-
-        from contrastext.models import TextEncoder
 
         if torch_threads:
             torch.set_num_threads(torch_threads)
         self.batch_size, self.directory, self.attributes, self.max_words = batch_size, directory, attributes, max_words
-        self.encoder = TextEncoder.from_pretrained(
-            encoder["model"], pooling=encoder["pooling"], normalize=encoder["normalize"],
-            max_length=encoder["max_length"], allow_download=encoder["allow_download"])
+        self.encoder = encoder.load()
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list]:
         return {"entry": [json.dumps(self.encode_shard(json.loads(spec))) for spec in batch["spec"]]}
@@ -336,13 +332,8 @@ def _pages_files(config: EncodeCorpusConfig) -> list[str]:
 
 def encoder_attributes(config: EncodeCorpusConfig) -> dict[str, Any]:
     """What a shard records about how it was made (the model is loaded once here to read its settings)."""
-    from contrastext.models import TextEncoder
-
-    enc = config.encoder
-    encoder = TextEncoder.from_pretrained(enc.model, pooling=enc.pooling, normalize=enc.normalize,
-                                          max_length=enc.max_length, device="cpu",
-                                          allow_download=enc.allow_download)
-    return {"model": enc.model, "dimension": encoder.embedding_dimension, "normalize": bool(encoder.normalize),
+    encoder = config.encoder.load(device="cpu")
+    return {"model": config.encoder.model, "dimension": encoder.embedding_dimension, "normalize": bool(encoder.normalize),
             "pooling": encoder.pooling, "max_length": int(encoder.max_length), "max_words": config.max_words,
             "dtype": config.dtype}
 
@@ -409,7 +400,7 @@ def run_encode_corpus(config: EncodeCorpusConfig, *, table: bool = True) -> dict
         ds = ds.map_batches(
             EncodeShards, batch_size=1, compute=ray.data.ActorPoolStrategy(size=scaling.num_workers),
             num_cpus=scaling.cpus_per_worker, num_gpus=1 if scaling.use_gpu else 0,
-            fn_constructor_kwargs={"encoder": config.encoder.model_dump(), "batch_size": config.batch_size,
+            fn_constructor_kwargs={"encoder": config.encoder, "batch_size": config.batch_size,
                                    "torch_threads": threads, "directory": run_dir, "attributes": attributes,
                                    "max_words": config.max_words})
         for row in ds.iter_rows():

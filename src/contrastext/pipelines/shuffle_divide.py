@@ -160,13 +160,7 @@ def _epoch_dir(run_dir: Path | str, epoch: int) -> str:
 
 
 def _encode(model: str, texts: list[str], config: ShuffleDivideConfig) -> np.ndarray:
-    from contrastext.models import TextEncoder
-
-    enc = config.train.encoder
-    encoder = TextEncoder.from_pretrained(model, pooling=enc.pooling, normalize=enc.normalize,
-                                          max_length=config.encode_max_length,
-                                          allow_download=enc.allow_download)
-    encoder.eval()
+    encoder = config.train.encoder.load(model, max_length=config.encode_max_length)
     return encoder.encode(texts, batch_size=config.encode_batch_size, show_progress=True)
 
 

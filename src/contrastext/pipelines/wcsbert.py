@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from contrastext import storage
-from contrastext.config import EncoderConfig, OutputConfig, TrainConfig
+from contrastext.config import OutputConfig, TrainConfig
 from contrastext.data.labelled import LabelledTexts, describe, load_labelled_texts
 from contrastext.data.paths import data_root
 from contrastext.evaluators.zeroshot_accuracy import LabelScheme, ZeroShotEvaluator, ZeroShotResult
@@ -147,13 +147,6 @@ def baseline_schemes(config: WCSBertConfig) -> list[LabelScheme]:
     return schemes if labels.template != "{label}" else schemes[:2]
 
 
-def _load_encoder(spec: str, enc: EncoderConfig):
-    from contrastext.models import TextEncoder
-
-    return TextEncoder.from_pretrained(spec, pooling=enc.pooling, normalize=enc.normalize,
-                                       max_length=enc.max_length, allow_download=enc.allow_download)
-
-
 def _evaluate(eval_set: EvalSet, encoder, out: str, name: str) -> ZeroShotResult:
     embeddings = eval_set.evaluator.embed(encoder)
     result = eval_set.evaluator.score(encoder, embeddings)
@@ -247,7 +240,7 @@ def _stage_pretrain(config: WCSBertConfig, run: str) -> dict[str, Any]:
         raise ValueError(f"{storage.join(corpus, 'pairs')} holds no category pairs: nothing to pretrain on")
     # read a chunk at a time as it scores: the list of every category is never held, here or on rank 0
     evaluator = CategoryRetrievalEvaluator(queries, query_categories, storage.join(corpus, "category_counts.parquet"))
-    base = _load_encoder(config.encoder.model, train.encoder)
+    base = train.encoder.load()
     before = evaluator(base) if queries else {}
     del base
     _say(f"pretrain: {rows} category pairs, {len(queries)} dev pages held out; MAP@3 before "
@@ -256,7 +249,7 @@ def _stage_pretrain(config: WCSBertConfig, run: str) -> dict[str, Any]:
     model = storage.join(stage, "model")
     result = fit(dataset, train, OutputConfig(storage_path=stage, name="fit"),
                  eval_fn=evaluator if queries else None, rows=rows, export_model_to=model)
-    after = evaluator(_load_encoder(model, train.encoder)) if queries else {}
+    after = evaluator(train.encoder.load(model)) if queries else {}
     out = {"pairs": rows, "dev_pages": len(queries), "steps": result.steps,
            "loss": result.mean_loss, "dev_before": before, "dev_after": after,
            "seconds": time.perf_counter() - started, "model": model}
@@ -379,7 +372,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
         stored = _stored_evaluation(storage.join(run, "eval_untrained.json"), eval_set)
         key = {"model": config.encoder.model, "labels": labels.model_dump(mode="json")}
         if stored is None or stored.get("key") != key:
-            base = _load_encoder(config.encoder.model, config.encoder)
+            base = config.encoder.load()
             embeddings = eval_set.evaluator.embed(base)
             results = []
             for scheme in baseline_schemes(config):
@@ -416,7 +409,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
         if eval_set is not None and pretrain["used"]:
             stored = _stored_evaluation(storage.join(run, "eval_pretrained.json"), eval_set)
             if stored is None:
-                result = _evaluate(eval_set, _load_encoder(model_0, config.encoder), run, "pretrained")
+                result = _evaluate(eval_set, config.encoder.load(model_0), run, "pretrained")
                 stored = _result_json(result, labels.names, eval_set.source)
             evaluations.append({"stage": "pretrained", "scheme": _scheme(config).name,
                                 "accuracy": stored["accuracy"], "macro_f1": stored["macro_f1"]})
@@ -452,7 +445,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
         else:
             _say(f"round {r}: done in an earlier run")
             if eval_set is not None and _stored_evaluation(storage.join(stage, "eval_round.json"), eval_set) is None:
-                evaluated = _evaluate(eval_set, _load_encoder(record["model"], config.encoder), stage, "round")
+                evaluated = _evaluate(eval_set, config.encoder.load(record["model"]), stage, "round")
                 record |= {"eval_accuracy": evaluated.accuracy, "eval_macro_f1": evaluated.macro_f1}
             if guard is not None and record.get("guard_anchored") is None:
                 record |= _guard_fields(guard.score(record["model"], record["embeddings"]))
@@ -471,7 +464,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     final: dict[str, Any] | None = None
     if eval_set is not None:
         t = time.perf_counter()
-        encoder = _load_encoder(final_model, config.encoder)
+        encoder = config.encoder.load(final_model)
         eval_embeddings = eval_set.evaluator.embed(encoder)
         result = eval_set.evaluator.score(encoder, eval_embeddings)
         final = _result_json(result, labels.names, eval_set.source)
@@ -551,7 +544,7 @@ class _Guard:
         """The guard's score (selftrain.guard.GuardScore) of ``model``'s labels of the sampled pool items."""
         from contrastext.data.h5store import H5Corpus
 
-        encoder = _load_encoder(model, self.config.encoder)
+        encoder = self.config.encoder.load(model)
         label_embeddings = embed_label_strings(encoder, self.label_set, self.config.labels.template)
         embeddings = H5Corpus(embeddings_dir).lookup(self.reference.ids)
         return self.reference.score(self.reference.labels_of(embeddings, label_embeddings))
@@ -576,7 +569,7 @@ def _guard_reference(config: WCSBertConfig, model_0: str, embeddings_dir: str, l
     if len(corpus) < 2:
         raise ValueError(f"{embeddings_dir}: the guard needs at least two pool items")
     ids = corpus.ids_at(sample_positions(len(corpus), config.rounds.guard_sample, config.rounds.train.seed))
-    encoder = _load_encoder(model_0, config.encoder)
+    encoder = config.encoder.load(model_0)
     label_embeddings = embed_label_strings(encoder, label_set, config.labels.template)
     _, owner = label_set.flat()
     reference = guard_reference(ids, corpus.lookup(ids), label_embeddings, owner, len(label_set.labels),
@@ -591,7 +584,7 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: str, model: str, 
 
     t = time.perf_counter()
     labels = config.labels
-    scorer = _load_encoder(model, config.encoder)
+    scorer = config.encoder.load(model)
     pool = score_pool(embeddings_dir, scorer, label_set, labels.template)
     scores = pool.scores
     if config.rounds.pseudo_labels == "prototypes":
@@ -653,7 +646,7 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: str, model: str, 
     }
     if eval_set is not None:
         t = time.perf_counter()
-        evaluated = _evaluate(eval_set, _load_encoder(new_model, config.encoder), stage, "round")
+        evaluated = _evaluate(eval_set, config.encoder.load(new_model), stage, "round")
         record["eval_accuracy"] = evaluated.accuracy
         record["eval_macro_f1"] = evaluated.macro_f1
         record["seconds"]["evaluate"] = time.perf_counter() - t
