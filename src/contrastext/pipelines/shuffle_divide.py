@@ -57,8 +57,10 @@ from contrastext.data.paths import DATA_ENV, resolve_data_path
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.metrics.clustering import clustering_scores, silhouette
 from contrastext.report import format_table
+from contrastext.stages import Stage, say
 
 
+JOB = "shuffle_divide"
 _SCORE_KEYS = ("silhouette", "tfidf_silhouette", "acc", "nmi", "ami")
 
 
@@ -205,7 +207,7 @@ def _prepare_training(train_docs: Documents, state: dict[str, Any], config: Shuf
         raise ValueError(f"no training pairs: no training document has {config.min_units} "
                          f"{config.shuffle_unit}s (set `min_units` lower or use pair_method=tfidf)")
     timings["pairs"] = time.perf_counter() - t
-    print(f"[shuffle_divide] pairs: {stats}", flush=True)
+    say(JOB, f"pairs: {stats}")
     init_ray(config.ray)
     return stats
 
@@ -290,8 +292,8 @@ def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
     if k >= len(docs):
         raise ValueError(f"k={k} needs more than {len(docs)} documents")
     timings["load"] = time.perf_counter() - t
-    print(f"[shuffle_divide] {len(docs)} documents to cluster from {docs_path} (skipped: "
-          f"{dict(docs.skipped) or 'none'}); {len(train_docs)} to train on; k={k}", flush=True)
+    say(JOB, f"{len(docs)} documents to cluster from {docs_path} (skipped: {dict(docs.skipped) or 'none'}); "
+             f"{len(train_docs)} to train on; k={k}")
 
     state: dict[str, Any] = {}
     pairs_file = storage.join(run_dir, "pairs.json")
@@ -308,11 +310,13 @@ def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
         return cache["tfidf"]
 
     for epoch in range(config.epochs + 1):
+        # an epoch is done when its scores.json is there (written last); its settings are the run's own
+        stage = Stage(JOB, f"epoch {epoch}")
         epoch_dir = _epoch_dir(run_dir, epoch)
         scores_file = storage.join(epoch_dir, "scores.json")
         if storage.is_file(scores_file):
             row = storage.read_json(scores_file)
-            print(f"[shuffle_divide] epoch {epoch}: done before, skipped", flush=True)
+            stage.say("done before, skipped")
             if "tfidf_silhouette" not in row:  # scored before this score existed
                 saved = storage.read_npy(storage.join(epoch_dir, "assignments.npy"))
                 row["tfidf_silhouette"] = _tfidf_silhouette(saved, reference(), config)
@@ -343,8 +347,7 @@ def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
             storage.write_npy(storage.join(epoch_dir, "assignments.npy"), assignments)
             write_json_atomic(scores_file, row)  # last: its presence marks the epoch complete
         rows.append(row)
-        print(f"[shuffle_divide] epoch {epoch}: " + ", ".join(
-            f"{key} {row[key]:.4f}" for key in ("loss", *_SCORE_KEYS) if row.get(key) is not None), flush=True)
+        stage.say(", ".join(f"{key} {row[key]:.4f}" for key in ("loss", *_SCORE_KEYS) if row.get(key) is not None))
         model = row["model"]
         if not config.keep_epoch_models:
             _drop_stale_models(run_dir, rows, config.select_by)

@@ -2,7 +2,7 @@
 zero-shot evaluation → report.
 
 Every stage writes its output under ``<output.storage_path>/<output.name>/`` and a ``done.json`` marker
-last; a stage whose marker is there (and whose settings match) is skipped, so an interrupted run goes on
+last (``contrastext.stages``); a stage whose marker is there (and whose settings match) is skipped, so an interrupted run goes on
 from the first unfinished stage, and the training and encoding stages also resume inside themselves.
 
     corpus/                  pages + category pairs (build_corpus)            [Wikipedia pretraining or pool]
@@ -18,8 +18,6 @@ from the first unfinished stage, and the training and encoding stages also resum
 from __future__ import annotations
 
 import hashlib
-import json
-import logging
 import time
 from array import array
 from dataclasses import dataclass
@@ -48,49 +46,24 @@ from contrastext.selftrain.prototypes import (
 )
 from contrastext.selftrain.pseudo_pairs import PseudoPairs, category_pairs_of_pages, text_pairs
 from contrastext.selftrain.scoring import changed_share, embed_label_strings, score_pool
-
-log = logging.getLogger(__name__)
+from contrastext.stages import Stage, say
 
 
 # ---------------------------------------------------------------------------------------- stage state
 # how many rounds to run and when to stop do not change what a finished round made
 _NOT_PART_OF_A_ROUND = ("rounds", "patience", "min_change", "guard", "guard_sample", "guard_neighbours")
-
-
-def _comparable(settings: dict[str, Any]) -> dict[str, Any]:
-    settings = json.loads(json.dumps(settings, default=str))
-    if isinstance(settings.get("rounds"), dict):
-        settings["rounds"] = {k: v for k, v in settings["rounds"].items() if k not in _NOT_PART_OF_A_ROUND}
-    return settings
-
-
-def _differences(old: Any, new: Any, path: str = "") -> list[str]:
-    """Settings that differ; a key only one side has is a setting added since, whose default is what ran."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        return [d for k in old.keys() & new.keys() for d in _differences(old[k], new[k], f"{path}.{k}")]
-    return [] if old == new else [path or "."]
-
-
-def _done(stage_dir: str, settings: dict[str, Any]) -> dict[str, Any] | None:
-    """The stage's recorded result when it finished with these settings; None means run it."""
-    try:
-        record = storage.read_json(storage.join(stage_dir, "done.json"))
-    except FileNotFoundError:
-        return None
-    if _differences(_comparable(record.get("settings") or {}), _comparable(settings)):
-        log.warning("%s was made with other settings: running the stage again", stage_dir)
-        return None
-    return record["result"]
-
-
-def _mark_done(stage_dir: str, settings: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
-    write_json_atomic(storage.join(stage_dir, "done.json"), {"settings": json.loads(json.dumps(settings, default=str)),
-                                               "result": result})
-    return result
+JOB = "wcsbert"
 
 
 def _say(message: str) -> None:
-    print(f"[wcsbert] {message}", flush=True)
+    say(JOB, message)
+
+
+def round_settings(config: WCSBertConfig, start_model: str) -> dict[str, Any]:
+    """What a round's outputs depend on (its done-marker compares them)."""
+    rounds = {k: v for k, v in config.rounds.model_dump(mode="json").items() if k not in _NOT_PART_OF_A_ROUND}
+    return {"rounds": rounds, "labels": config.labels.model_dump(mode="json"), "from": start_model,
+            "pool": config.pool.model_dump(mode="json")}
 
 
 # ---------------------------------------------------------------------------------------- evaluation
@@ -173,19 +146,18 @@ def _result_json(result: ZeroShotResult, labels: list[str], source: str) -> dict
 def _stage_corpus(config: WCSBertConfig, run: str) -> dict[str, Any]:
     from contrastext.pipelines.corpus import BuildCorpusConfig, run_build_corpus
 
-    settings = config.corpus.model_dump(mode="json")
-    done = _done(storage.join(run, "corpus"), settings)
+    stage = Stage(JOB, "corpus", storage.join(run, "corpus"), config.corpus.model_dump(mode="json"))
+    done = stage.finished()
     if done is not None:
-        _say("corpus: done in an earlier run")
-        return done
+        return done["result"]
     summary = run_build_corpus(BuildCorpusConfig(
         dump=config.corpus.dump, index=config.corpus.index, pages_table=config.corpus.pages_table,
         pairs=config.corpus.pairs,
         output=OutputConfig(storage_path=run, name="corpus"), ray=config.ray), table=False)
-    _say(f"corpus: {summary['pages']} pages, {summary['pages_with_2_categories']} with 2+ categories, "
-         f"{summary['pairs_written']} category pairs")
+    stage.say(f"{summary['pages']} pages, {summary['pages_with_2_categories']} with 2+ categories, "
+              f"{summary['pairs_written']} category pairs")
     keep = ("pages", "pages_with_2_categories", "distinct_categories", "pairs_written")
-    return _mark_done(storage.join(run, "corpus"), settings, {k: summary[k] for k in keep} | {"input": summary["input"]})
+    return stage.mark_done({k: summary[k] for k in keep} | {"input": summary["input"]})
 
 
 def _dev_pages(config: WCSBertConfig, pages_dir: str) -> tuple[list[str], list[list[str]], set[int]]:
@@ -216,14 +188,13 @@ def _stage_pretrain(config: WCSBertConfig, run: str) -> dict[str, Any]:
     from contrastext.evaluators.category_retrieval import CategoryRetrievalEvaluator
     from contrastext.train import fit
 
-    stage = storage.join(run, "pretrain")
     train = config.pretrain.train.model_copy(update={"encoder": config.encoder.model_copy(
         update={"max_length": config.pretrain.train.encoder.max_length})})
-    settings = {"pretrain": config.pretrain.model_dump(mode="json"), "encoder": config.encoder.model_dump()}
-    done = _done(stage, settings)
+    stage = Stage(JOB, "pretrain", storage.join(run, "pretrain"),
+                  {"pretrain": config.pretrain.model_dump(mode="json"), "encoder": config.encoder.model_dump()})
+    done = stage.finished()
     if done is not None:
-        _say("pretrain: done in an earlier run")
-        return done
+        return done["result"]
     corpus = storage.join(run, "corpus")
     queries, query_categories, dev_ids = _dev_pages(config, storage.join(corpus, "pages"))
     pair_files = storage.list_files(storage.join(corpus, "pairs"), ".parquet")
@@ -243,17 +214,17 @@ def _stage_pretrain(config: WCSBertConfig, run: str) -> dict[str, Any]:
     base = train.encoder.load()
     before = evaluator(base) if queries else {}
     del base
-    _say(f"pretrain: {rows} category pairs, {len(queries)} dev pages held out; MAP@3 before "
-         f"{before.get('map@3', float('nan')):.3f}")
+    stage.say(f"{rows} category pairs, {len(queries)} dev pages held out; MAP@3 before "
+              f"{before.get('map@3', float('nan')):.3f}")
     started = time.perf_counter()
-    model = storage.join(stage, "model")
-    result = fit(dataset, train, OutputConfig(storage_path=stage, name="fit"),
+    model = storage.join(stage.folder, "model")
+    result = fit(dataset, train, OutputConfig(storage_path=stage.folder, name="fit"),
                  eval_fn=evaluator if queries else None, rows=rows, export_model_to=model)
     after = evaluator(train.encoder.load(model)) if queries else {}
     out = {"pairs": rows, "dev_pages": len(queries), "steps": result.steps,
            "loss": result.mean_loss, "dev_before": before, "dev_after": after,
            "seconds": time.perf_counter() - started, "model": model}
-    return _mark_done(stage, settings, out)
+    return stage.mark_done(out)
 
 
 def pairs_left(pair_files: list[str], held: set[int]) -> int:
@@ -320,11 +291,12 @@ def check_pool_size(texts: int, labels: int) -> None:
 def _encode_pool(config: WCSBertConfig, pages: str, model: str, out: str) -> dict[str, Any]:
     from contrastext.pipelines.corpus import EncodeCorpusConfig, run_encode_corpus
 
-    settings = {"model": model, "pages": str(pages), "max_words": config.pool.max_words,
-                "encode": config.encode.model_dump(mode="json"), "max_length": config.encoder.max_length}
-    done = _done(out, settings)
+    stage = Stage(JOB, f"{storage.name(storage.parent(out))} embeddings", out, {
+        "model": model, "pages": str(pages), "max_words": config.pool.max_words,
+        "encode": config.encode.model_dump(mode="json"), "max_length": config.encoder.max_length})
+    done = stage.finished()
     if done is not None:
-        return done
+        return done["result"]
     storage.delete(out)  # shards of another model or plan must not be mixed in
     enc = config.encoder
     summary = run_encode_corpus(EncodeCorpusConfig(
@@ -332,7 +304,7 @@ def _encode_pool(config: WCSBertConfig, pages: str, model: str, out: str) -> dic
         rows_per_shard=config.encode.rows_per_shard, batch_size=config.encode.batch_size,
         scaling=config.encode.scaling, dtype=config.encode.dtype,
         output=OutputConfig(storage_path=storage.parent(out), name=storage.name(out)), ray=config.ray), table=False)
-    return _mark_done(out, settings, {"rows": summary["rows"], "seconds": summary["timings_s"]["total"]})
+    return stage.mark_done({"rows": summary["rows"], "seconds": summary["timings_s"]["total"]})
 
 
 def _write_pairs(pairs: PseudoPairs, location: str, order: np.ndarray) -> None:
@@ -432,18 +404,17 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     stop = RoundStop(config, guard_0.value if guard_0 is not None else None)
     t_rounds = time.perf_counter()
     for r in range(1, config.rounds.rounds + 1):
-        stage = storage.join(run, f"round_{r}")
-        settings = {"rounds": config.rounds.model_dump(mode="json"), "labels": labels.model_dump(mode="json"),
-                    "from": model, "pool": config.pool.model_dump(mode="json")}
-        record = _done(stage, settings)
-        if record is None:
+        round_stage = Stage(JOB, f"round {r}", storage.join(run, f"round_{r}"), round_settings(config, model))
+        stage = round_stage.folder
+        done = round_stage.finished()
+        if done is None:
             record = _self_training_round(config, r, stage, model, model_0, embeddings_dir, pages, label_set,
                                           previous_labels, eval_set, fit)
             if guard is not None:
                 record |= _guard_fields(guard.score(record["model"], record["embeddings"]))
-            _mark_done(stage, settings, record)
+            round_stage.mark_done(record)
         else:
-            _say(f"round {r}: done in an earlier run")
+            record = done["result"]
             if eval_set is not None and _stored_evaluation(storage.join(stage, "eval_round.json"), eval_set) is None:
                 evaluated = _evaluate(eval_set, config.encoder.load(record["model"]), stage, "round")
                 record |= {"eval_accuracy": evaluated.accuracy, "eval_macro_f1": evaluated.macro_f1}
