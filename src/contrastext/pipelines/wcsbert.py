@@ -2,8 +2,9 @@
 zero-shot evaluation → report.
 
 Every stage writes its output under ``<output.storage_path>/<output.name>/`` and a ``done.json`` marker
-last (``contrastext.stages``); a stage whose marker is there (and whose settings match) is skipped, so an interrupted run goes on
-from the first unfinished stage, and the training and encoding stages also resume inside themselves.
+last (``contrastext.stages``); a stage whose marker is there (and whose settings match) is skipped, so an
+interrupted run goes on from the first unfinished stage, and the training and encoding stages also resume
+inside themselves.
 
     corpus/                  pages + category pairs (build_corpus)            [Wikipedia pretraining or pool]
     pretrain/model/          M_0: M_base after MNR on category pairs          [pretrain.enabled]
