@@ -146,8 +146,8 @@ def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
     timings: dict[str, float] = {}
     output = _stage_output(config)
     run_dir = output.run_dir()
-    stage = _stage(config, run_dir)
-    done = _finished_before(stage)
+    stage = training_stage(config, run_dir)
+    done = finished_summary(stage)
     if done is not None:
         return done
     settings = config.pretrain
@@ -221,8 +221,8 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
     timings: dict[str, float] = {}
     output = _stage_output(config)
     run_dir = output.run_dir()
-    stage = _stage(config, run_dir)
-    done = _finished_before(stage)
+    stage = training_stage(config, run_dir)
+    done = finished_summary(stage)
     if done is not None:
         return done
     settings = config.finetune
@@ -429,11 +429,12 @@ def _stage_settings(config: UCTopicConfig) -> dict[str, Any]:
             config.stage: dumped[config.stage], "train": train, "evaluation": dumped["evaluation"]}
 
 
-def _stage(config: UCTopicConfig, run_dir: str) -> Stage:
+def training_stage(config: UCTopicConfig, run_dir: str) -> Stage:
+    """The stage ``config.stage`` writing into ``run_dir``: its marker compares the settings its outputs depend on."""
     return Stage("uctopic", config.stage, run_dir, _stage_settings(config))
 
 
-def _finished_before(stage: Stage) -> dict[str, Any] | None:
+def finished_summary(stage: Stage) -> dict[str, Any] | None:
     """The summary of this stage when an earlier run finished it with the same settings; None: run it."""
     metrics = storage.join(stage.folder, "metrics.json")
     if not (storage.is_file(stage.marker) and storage.is_file(metrics)) or stage.finished() is None:
