@@ -66,7 +66,7 @@ def ray_train(pairs: list[tuple[str, str]], batch_size: int, workers: int, max_l
     with tempfile.TemporaryDirectory() as tmp:
         result = fit(ray.data.from_items(rows), config, OutputConfig(storage_path=tmp, name="bench"))
     wall = time.perf_counter() - started
-    windows = [m["rows_per_s"] for m in result.history if "rows_per_s" in m]
+    windows = result.window_rows_per_s
     steady = windows[1:] or windows  # the first window includes compilation and data start-up
     pairs_per_s = sum(steady) / len(steady)
     return {"pairs_per_s": pairs_per_s, "steps_per_s": pairs_per_s / batch_size, "windows_pairs_per_s": windows,

@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from contrastext.config import (
+    EncoderConfig,
     FitJobConfig,
     OutputConfig,
     TrainConfig,
@@ -320,3 +321,35 @@ def test_run_dir_expands_the_home_folder(monkeypatch, tmp_path):
 @pytest.mark.parametrize("storage", ["s3://bucket/runs", "s3://bucket/runs/"])
 def test_run_dir_of_a_uri_stays_a_uri(storage):
     assert OutputConfig(storage_path=storage, name="exp").run_dir() == "s3://bucket/runs/exp"
+
+
+# ---------------------------------------------------------------------------------------- EncoderConfig.load
+def test_encoder_config_load_applies_every_setting(tiny_encoder_dir):
+    import numpy as np
+
+    from contrastext.models import TextEncoder
+
+    texts = ["a short sentence", "another, somewhat longer sentence about nothing in particular"]
+    settings = EncoderConfig(model=str(tiny_encoder_dir), pooling="max", normalize=True, max_length=8)
+    encoder = settings.load(device="cpu")
+    assert (encoder.pooling, encoder.normalize, encoder.max_length) == ("max", True, 8)
+    vectors = encoder.encode(texts)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    # the folder's own settings (mean pooling, no normalisation, 64 tokens) give other vectors
+    plain = TextEncoder.from_pretrained(tiny_encoder_dir, device="cpu")
+    assert (plain.pooling, plain.normalize, plain.max_length) == ("mean", False, 64)
+    assert not np.allclose(plain.encode(texts), vectors, atol=1e-3)
+
+
+def test_encoder_config_load_takes_another_model_and_token_limit(tiny_encoder_dir, tmp_path):
+    from contrastext.models import TextEncoder
+
+    other = TextEncoder.load(tiny_encoder_dir)
+    other.pooling = "cls"  # saved into the copy's folder, so the copy is told apart from the original
+    copy = other.save(tmp_path / "copy")
+    settings = EncoderConfig(model="no-such-model-anywhere", normalize=False, max_length=16)
+    encoder = settings.load(copy, max_length=12, device="cpu")
+    assert (encoder.pooling, encoder.normalize, encoder.max_length) == ("cls", False, 12)
+    assert settings.load(copy, device="cpu").max_length == 16
+    with pytest.raises(Exception, match="no-such-model-anywhere"):
+        settings.load(device="cpu")

@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from contrastext.models.resolve import DEFAULT_MODEL
+
+if TYPE_CHECKING:
+    from contrastext.models.encoder import TextEncoder
 
 
 class Settings(BaseModel):
@@ -25,6 +28,20 @@ class EncoderConfig(Settings):
     normalize: bool | None = None
     max_length: int = Field(128, gt=0)
     allow_download: bool = Field(False, description="let the Hugging Face hub be contacted for a missing model")
+
+    def load(self, model: str | os.PathLike[str] | None = None, *, max_length: int | None = None,
+             device: str | None = None) -> "TextEncoder":
+        """The ``TextEncoder`` these settings describe (torch is imported only here).
+
+        ``model``: another model to load with the same settings (a trained folder, a URI) instead of
+        ``self.model``; ``max_length``: another token limit (e.g. for encoding rather than training);
+        ``device``: None picks the GPU when there is one.
+        """
+        from contrastext.models.encoder import TextEncoder
+
+        return TextEncoder.from_pretrained(self.model if model is None else model, pooling=self.pooling,
+                                           normalize=self.normalize, max_length=max_length or self.max_length,
+                                           device=device, allow_download=self.allow_download)
 
 
 class OptimizerConfig(Settings):

@@ -67,7 +67,7 @@ def test_two_workers_train_with_shared_negatives_and_export_a_loadable_model(ray
 
     assert result.steps == planned_steps(len(rows), config) == 4  # 32 rows per worker, batches of 8
     assert np.isfinite(result.metrics["loss"])
-    assert result.metrics["rows_trained"] == 64  # summed over both workers
+    assert result.metrics["rows_trained"] == result.rows_trained == 64  # summed over both workers
     assert [h["step"] for h in result.history] == [2, 4, 4]  # log windows, then the epoch-end checkpoint
     assert result.history[-1]["checkpoint"].endswith("checkpoint_step000000004")
     # what the four steps learned: the loss of every anchor against all 64 positives falls (3.4 -> 0.3 in a
@@ -108,8 +108,12 @@ def test_mnr_memorises_32_pairs(ray_session, tiny_encoder_dir, tmp_path):
                  export_model_to=tmp_path / "model")
 
     assert result.steps == passes
-    windows = [h["loss"] for h in result.history if h["step"] % 5 == 0 and "rows_trained" not in h]
-    assert len(windows) == passes // 5
+    windows = result.window_losses  # one per 5 steps, read from the run's history.jsonl
+    assert windows == [h["loss"] for h in result.history if h["step"] % 5 == 0 and "rows_trained" not in h]
+    assert len(windows) == passes // 5 == len(result.window_rows_per_s)
+    assert result.rows_trained == passes * 32 and result.rows_skipped == 0
+    assert result.steady_rows_per_s > 0 and min(windows) <= result.mean_loss <= max(windows)
+    assert result.last_loss == windows[-1]
     after = retrieval_at_1(TextEncoder.load(result.model_path), MEMO_ANCHORS, MEMO_POSITIVES)
     assert after == 1.0, (before, after, windows)
     first, last = windows[0], windows[-1]
@@ -123,7 +127,7 @@ def test_malformed_rows_are_counted_and_skipped(ray_session, tiny_encoder_dir, t
                          {"anchor": "  ", "positive": "blank anchor"}]
     result = fit(ray.data.from_items(rows), _config(tiny_encoder_dir),
                  OutputConfig(storage_path=str(tmp_path), name="bad-rows"))
-    assert result.metrics["rows_skipped"] == 3
+    assert result.metrics["rows_skipped"] == result.rows_skipped == 3
     assert result.metrics["skipped_reasons"] == {"empty or non-text anchor": 2, "empty or non-text positive": 1}
     assert result.metrics["rows_trained"] == 16 and result.steps == 2
 

@@ -6,7 +6,7 @@ import pytest
 from contrastext import storage
 from contrastext.config import load_config
 from contrastext.uctopic.config import UCTopicConfig
-from contrastext.uctopic.job import _finished_before, run_uctopic
+from contrastext.uctopic.job import finished_summary, run_uctopic, training_stage
 from contrastext.uctopic.mlm import MLM_HEAD_WEIGHTS
 from uctopic_data import conll_text, pages_jsonl
 
@@ -80,11 +80,11 @@ def test_pretrain_and_finetune_on_a_bucket_and_a_finished_finetune_is_skipped(
     # other settings: the marker is not trusted
     changed = finetune.model_copy(update={"finetune": finetune.finetune.model_copy(
         update={"central_fraction": 0.4})})
-    assert _finished_before(changed, run_dir) is None
+    assert finished_summary(training_stage(changed, run_dir)) is None
     assert "finetune.central_fraction" in capsys.readouterr().out
     # a setting that only changes how training runs keeps the marker valid
     scaled = finetune.model_copy(update={"train": finetune.train.model_copy(update={"max_failures": 3})})
-    assert _finished_before(scaled, run_dir) is not None
+    assert finished_summary(training_stage(scaled, run_dir)) is not None
     assert not list(tmp_path.iterdir())
 
 

@@ -20,7 +20,6 @@ small inputs on the driver's disk are shipped to them (:mod:`contrastext.data.in
 from __future__ import annotations
 
 import json
-import logging
 import time
 from typing import Any, Literal
 
@@ -37,8 +36,8 @@ from contrastext.data.pages import pages_table
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.report import format_table
 from contrastext.runtime import init_ray
+from contrastext.stages import Stage
 
-log = logging.getLogger(__name__)
 
 class BuildCorpusConfig(Settings):
     """Dump (or page table + categories table) → pages parquet → category pairs parquet."""
@@ -166,12 +165,6 @@ def _unit_done(run_dir: str, unit: dict[str, Any], links: bool) -> bool:
             and "pages_with_2_categories" in done)  # stats of older runs lack it: read again
 
 
-def _progress(label: str, done: int, total: int, started: float, amount: int, unit: str) -> None:
-    # a log line per finished unit, not a tqdm bar: a submitted job's console is no terminal and must still show it
-    elapsed = max(time.perf_counter() - started, 1e-9)
-    log.info("%s %d/%d done: %d %s (%.1f %s/s)", label, done, total, amount, unit, amount / elapsed, unit)
-
-
 def run_build_corpus(config: BuildCorpusConfig, *, table: bool = True) -> dict[str, Any]:
     """Read pages (Ray Data tasks per chunk), then build category pairs; returns the summary (and prints
     it as a table unless ``table`` is False: a job that runs this as one of its stages says it in a line)."""
@@ -188,8 +181,8 @@ def run_build_corpus(config: BuildCorpusConfig, *, table: bool = True) -> dict[s
 
     # -- pages: one task per chunk, finished chunks (read_stats present) skipped
     pending = [u for u in units if not _unit_done(run_dir, u, config.links)]
-    log.info("reading %d work units (%d already done)", len(pending), len(units) - len(pending))
-    t = time.perf_counter()
+    reading = Stage("build_corpus", "pages")
+    reading.say(f"reading {len(pending)} work units ({len(units) - len(pending)} already done)")
     if pending:
         shipped = ship_local_files(sorted({u["path"] for u in pending}))
         ds = ray.data.from_items([{"unit": json.dumps(u)} for u in pending], override_num_blocks=len(pending))
@@ -199,16 +192,16 @@ def run_build_corpus(config: BuildCorpusConfig, *, table: bool = True) -> dict[s
         pages_so_far = 0
         for done, row in enumerate(ds.iter_rows(), 1):
             pages_so_far += json.loads(row["result"])["pages"]
-            _progress("read unit", done, len(pending), t, pages_so_far, "pages")
+            reading.progress("read unit", done, len(pending), pages_so_far, "pages")
     stats, pages_with_2 = ReadStats(), 0
     for u in units:
         unit_stats = storage.read_json(storage.join(run_dir, "read_stats", f"part-{u['index']:05d}.json"))
         stats.merge(ReadStats.from_dict(unit_stats))
         pages_with_2 += unit_stats["pages_with_2_categories"]
-    timings["read"] = time.perf_counter() - t
+    timings["read"] = reading.seconds
 
     # -- category frequencies (also what min_category_frequency needs)
-    t = time.perf_counter()
+    pairing = Stage("build_corpus", "pairs")
     parts = [f"part-{u['index']:05d}.parquet" for u in units]  # only this input's units, never stale files
     counts = merge_category_counts(storage.join(run_dir, "category_counts", p) for p in parts)
     storage.write_parquet(counts.sort_by([("pages", "descending"), ("category", "ascending")]),
@@ -234,7 +227,7 @@ def run_build_corpus(config: BuildCorpusConfig, *, table: bool = True) -> dict[s
             "work": work if options.deduplicate else pairs_dir, "options": options.model_dump(), "rare": rare})
         for done, row in enumerate(ds.iter_rows(), 1):
             pair_counts.merge(PairCounts(**json.loads(row["result"])))
-            _progress("pairs of pages file", done, len(pages_files), t, pair_counts.pairs, "pairs")
+            pairing.progress("pages file", done, len(pages_files), pair_counts.pairs, "pairs")
     pairs_written = pair_counts.pairs
     if options.deduplicate and pages_files:
         ds = ray.data.from_items([{"bucket": b} for b in range(options.buckets)],
@@ -243,7 +236,7 @@ def run_build_corpus(config: BuildCorpusConfig, *, table: bool = True) -> dict[s
                             fn_kwargs={"work": work, "out": pairs_dir})
         pairs_written = sum(json.loads(r["result"])["rows_out"] for r in ds.iter_rows())
         storage.delete(work)
-    timings["pairs"] = time.perf_counter() - t
+    timings["pairs"] = pairing.seconds
     timings["total"] = time.perf_counter() - started
 
     summary = {
@@ -294,18 +287,14 @@ class EncodeShards:
     shards and writes each one itself, so no single process gathers the corpus, and a shard lost with its
     node is simply encoded again by another actor (writes are whole-file and idempotent)."""
 
-    def __init__(self, encoder: dict[str, Any], batch_size: int, torch_threads: int | None, directory: str,
+    def __init__(self, encoder: EncoderConfig, batch_size: int, torch_threads: int | None, directory: str,
                  attributes: dict[str, Any], max_words: int):
         import torch
-
-        from contrastext.models import TextEncoder
 
         if torch_threads:
             torch.set_num_threads(torch_threads)
         self.batch_size, self.directory, self.attributes, self.max_words = batch_size, directory, attributes, max_words
-        self.encoder = TextEncoder.from_pretrained(
-            encoder["model"], pooling=encoder["pooling"], normalize=encoder["normalize"],
-            max_length=encoder["max_length"], allow_download=encoder["allow_download"])
+        self.encoder = encoder.load()
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list]:
         return {"entry": [json.dumps(self.encode_shard(json.loads(spec))) for spec in batch["spec"]]}
@@ -337,13 +326,8 @@ def _pages_files(config: EncodeCorpusConfig) -> list[str]:
 
 def encoder_attributes(config: EncodeCorpusConfig) -> dict[str, Any]:
     """What a shard records about how it was made (the model is loaded once here to read its settings)."""
-    from contrastext.models import TextEncoder
-
-    enc = config.encoder
-    encoder = TextEncoder.from_pretrained(enc.model, pooling=enc.pooling, normalize=enc.normalize,
-                                          max_length=enc.max_length, device="cpu",
-                                          allow_download=enc.allow_download)
-    return {"model": enc.model, "dimension": encoder.embedding_dimension, "normalize": bool(encoder.normalize),
+    encoder = config.encoder.load(device="cpu")
+    return {"model": config.encoder.model, "dimension": encoder.embedding_dimension, "normalize": bool(encoder.normalize),
             "pooling": encoder.pooling, "max_length": int(encoder.max_length), "max_words": config.max_words,
             "dtype": config.dtype}
 
@@ -395,10 +379,9 @@ def run_encode_corpus(config: EncodeCorpusConfig, *, table: bool = True) -> dict
         storage.delete(storage.join(run_dir, s.file_name))
     storage.delete(storage.join(run_dir, "manifest.json"))  # the folder is finished again only when it is
     kept = len(specs) - len(pending)
-    log.info("%d shards planned: %d complete from an earlier run, %d to encode (%d partial files removed)",
-             len(specs), kept, len(pending), len(removed))
-
-    t = time.perf_counter()
+    encoding = Stage("encode_corpus", "shards")
+    encoding.say(f"{len(specs)} planned: {kept} complete from an earlier run, {len(pending)} to encode "
+                 f"({len(removed)} partial files removed)")
     entries: dict[int, dict[str, Any]] = {}
     rows_encoded = 0
     completed_at: list[tuple[float, int]] = []  # (seconds since start, rows) per finished shard
@@ -410,7 +393,7 @@ def run_encode_corpus(config: EncodeCorpusConfig, *, table: bool = True) -> dict
         ds = ds.map_batches(
             EncodeShards, batch_size=1, compute=ray.data.ActorPoolStrategy(size=scaling.num_workers),
             num_cpus=scaling.cpus_per_worker, num_gpus=1 if scaling.use_gpu else 0,
-            fn_constructor_kwargs={"encoder": config.encoder.model_dump(), "batch_size": config.batch_size,
+            fn_constructor_kwargs={"encoder": config.encoder, "batch_size": config.batch_size,
                                    "torch_threads": threads, "directory": run_dir, "attributes": attributes,
                                    "max_words": config.max_words})
         for row in ds.iter_rows():
@@ -419,9 +402,9 @@ def run_encode_corpus(config: EncodeCorpusConfig, *, table: bool = True) -> dict
                 continue
             entries[entry["shard"]] = entry
             rows_encoded += entry["rows"]
-            completed_at.append((time.perf_counter() - t, entry["rows"]))
-            _progress("shard", len(entries), len(pending), t, rows_encoded, "pages")
-    timings["encode"] = time.perf_counter() - t
+            completed_at.append((encoding.seconds, entry["rows"]))
+            encoding.progress("shard", len(entries), len(pending), rows_encoded, "pages")
+    timings["encode"] = encoding.seconds
 
     # -- every shard must now be complete; the manifest lists them all
     shards = []

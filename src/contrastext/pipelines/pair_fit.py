@@ -11,7 +11,6 @@ from contrastext import storage
 from contrastext.config import FitJobConfig
 from contrastext.evaluators import PairRetrievalEvaluator
 from contrastext.manifest import file_checksum, write_json_atomic, write_manifest
-from contrastext.models import TextEncoder
 from contrastext.report import format_table
 from contrastext.runtime import init_ray
 from contrastext.train import fit
@@ -67,9 +66,7 @@ def run_pair_fit(config: FitJobConfig) -> dict[str, Any]:
     timings["load"] = time.perf_counter() - started
 
     t = time.perf_counter()
-    enc = config.train.encoder
-    base = TextEncoder.from_pretrained(enc.model, pooling=enc.pooling, normalize=enc.normalize,
-                                       max_length=enc.max_length, allow_download=enc.allow_download)
+    base = config.train.encoder.load()
     before = evaluator(base)
     del base
     timings["eval_before"] = time.perf_counter() - t
@@ -83,7 +80,7 @@ def run_pair_fit(config: FitJobConfig) -> dict[str, Any]:
     after = {}
     if result.model_path:
         with storage.local_copy(result.model_path) as model_dir:
-            after = evaluator(TextEncoder.from_pretrained(model_dir))
+            after = evaluator(config.train.encoder.load(model_dir))
     timings["eval_after"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - started
 
@@ -92,9 +89,9 @@ def run_pair_fit(config: FitJobConfig) -> dict[str, Any]:
         "train_pairs": train_rows,
         "eval_pairs": len(eval_rows),
         "steps": result.steps,
-        "final_loss": result.metrics.get("loss"),
-        "rows_skipped": result.metrics.get("rows_skipped", 0),
-        "pairs_per_s": _steady_pairs_per_s(result.history),
+        "final_loss": result.last_loss,
+        "rows_skipped": result.rows_skipped,
+        "pairs_per_s": result.steady_rows_per_s,
         "before": before,
         "after": after,
         "model_path": result.model_path,
@@ -109,11 +106,6 @@ def run_pair_fit(config: FitJobConfig) -> dict[str, Any]:
                            "rows_skipped": summary["rows_skipped"]})
     print(summary_table(summary))
     return summary
-
-
-def _steady_pairs_per_s(history: list[dict[str, Any]]) -> float | None:
-    windows = [h["rows_per_s"] for h in history if h.get("rows_per_s")]
-    return sum(windows) / len(windows) if windows else None
 
 
 def summary_table(summary: dict[str, Any]) -> str:

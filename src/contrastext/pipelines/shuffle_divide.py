@@ -57,8 +57,10 @@ from contrastext.data.paths import DATA_ENV, resolve_data_path
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.metrics.clustering import clustering_scores, silhouette
 from contrastext.report import format_table
+from contrastext.stages import Stage, say
 
 
+JOB = "shuffle_divide"
 _SCORE_KEYS = ("silhouette", "tfidf_silhouette", "acc", "nmi", "ami")
 
 
@@ -160,13 +162,7 @@ def _epoch_dir(run_dir: Path | str, epoch: int) -> str:
 
 
 def _encode(model: str, texts: list[str], config: ShuffleDivideConfig) -> np.ndarray:
-    from contrastext.models import TextEncoder
-
-    enc = config.train.encoder
-    encoder = TextEncoder.from_pretrained(model, pooling=enc.pooling, normalize=enc.normalize,
-                                          max_length=config.encode_max_length,
-                                          allow_download=enc.allow_download)
-    encoder.eval()
+    encoder = config.train.encoder.load(model, max_length=config.encode_max_length)
     return encoder.encode(texts, batch_size=config.encode_batch_size, show_progress=True)
 
 
@@ -211,7 +207,7 @@ def _prepare_training(train_docs: Documents, state: dict[str, Any], config: Shuf
         raise ValueError(f"no training pairs: no training document has {config.min_units} "
                          f"{config.shuffle_unit}s (set `min_units` lower or use pair_method=tfidf)")
     timings["pairs"] = time.perf_counter() - t
-    print(f"[shuffle_divide] pairs: {stats}", flush=True)
+    say(JOB, f"pairs: {stats}")
     init_ray(config.ray)
     return stats
 
@@ -264,10 +260,8 @@ def _train_epoch(epoch: int, previous_model: str, pairs: list[dict[str, str]], r
                  export_model_to=storage.join(_epoch_dir(run_dir, epoch), "model"))
     if result.model_path is None:
         raise RuntimeError(f"epoch {epoch}: training finished without a checkpoint to export")
-    losses = [h["loss"] for h in result.history if "loss" in h and "rows_trained" not in h]
-    final = result.metrics
-    row = {"loss": float(np.mean(losses)) if losses else final.get("loss"), "steps": result.steps,
-           "pairs": len(pairs), "rows_skipped": final.get("rows_skipped", 0), "train_s": result.seconds}
+    row = {"loss": result.mean_loss, "steps": result.steps, "pairs": len(pairs), "rows_skipped": result.rows_skipped,
+           "train_s": result.seconds}
     if grouped:
         sizes = np.bincount([p["group"] for p in pairs if p["group"] >= 0])
         row["negative_groups"] = int((sizes > 0).sum())
@@ -298,8 +292,8 @@ def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
     if k >= len(docs):
         raise ValueError(f"k={k} needs more than {len(docs)} documents")
     timings["load"] = time.perf_counter() - t
-    print(f"[shuffle_divide] {len(docs)} documents to cluster from {docs_path} (skipped: "
-          f"{dict(docs.skipped) or 'none'}); {len(train_docs)} to train on; k={k}", flush=True)
+    say(JOB, f"{len(docs)} documents to cluster from {docs_path} (skipped: {dict(docs.skipped) or 'none'}); "
+             f"{len(train_docs)} to train on; k={k}")
 
     state: dict[str, Any] = {}
     pairs_file = storage.join(run_dir, "pairs.json")
@@ -316,11 +310,13 @@ def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
         return cache["tfidf"]
 
     for epoch in range(config.epochs + 1):
+        # an epoch is done when its scores.json is there (written last); its settings are the run's own
+        stage = Stage(JOB, f"epoch {epoch}")
         epoch_dir = _epoch_dir(run_dir, epoch)
         scores_file = storage.join(epoch_dir, "scores.json")
         if storage.is_file(scores_file):
             row = storage.read_json(scores_file)
-            print(f"[shuffle_divide] epoch {epoch}: done before, skipped", flush=True)
+            stage.say("done before, skipped")
             if "tfidf_silhouette" not in row:  # scored before this score existed
                 saved = storage.read_npy(storage.join(epoch_dir, "assignments.npy"))
                 row["tfidf_silhouette"] = _tfidf_silhouette(saved, reference(), config)
@@ -351,8 +347,7 @@ def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
             storage.write_npy(storage.join(epoch_dir, "assignments.npy"), assignments)
             write_json_atomic(scores_file, row)  # last: its presence marks the epoch complete
         rows.append(row)
-        print(f"[shuffle_divide] epoch {epoch}: " + ", ".join(
-            f"{key} {row[key]:.4f}" for key in ("loss", *_SCORE_KEYS) if row.get(key) is not None), flush=True)
+        stage.say(", ".join(f"{key} {row[key]:.4f}" for key in ("loss", *_SCORE_KEYS) if row.get(key) is not None))
         model = row["model"]
         if not config.keep_epoch_models:
             _drop_stale_models(run_dir, rows, config.select_by)

@@ -35,8 +35,10 @@ from contrastext.config import (
 from contrastext.data.paths import DATA_ENV, data_root
 from contrastext.manifest import file_checksum, write_json_atomic, write_manifest
 from contrastext.report import format_table
+from contrastext.stages import Stage
 
 log = logging.getLogger(__name__)
+JOB = "supcon_classify"
 
 NewsgroupPart = Literal["headers", "footers", "quotes"]
 
@@ -347,6 +349,9 @@ def run_supcon_classify(config: SupconClassifyConfig) -> dict[str, Any]:
     results: dict[str, dict[str, Any]] = {}
     models: dict[str, str] = {}
     for variant in config.variants:
+        # a variant is done when its metrics.json (written last) is there; it records the settings it was made
+        # with, and other settings stop the job rather than overwrite a variant another one may start from
+        stage = Stage(JOB, variant.name)
         variant_dir = storage.join(run_dir, variant.name)
         done_file = storage.join(variant_dir, "metrics.json")
         model_dir = storage.join(variant_dir, "model")
@@ -358,11 +363,11 @@ def run_supcon_classify(config: SupconClassifyConfig) -> dict[str, Any]:
             if saved.get("made_with") != made_with:
                 raise ValueError(f"{variant_dir} holds results of variant {variant.name!r} made with other settings; "
                                  "choose another output.name (or remove that folder) to train it again")
-            print(f"[supcon_classify] {variant.name}: results found in {variant_dir}, not trained again", flush=True)
+            stage.say(f"results found in {variant_dir}, not trained again")
             results[variant.name] = saved
             models[variant.name] = model_dir
             continue
-        print(f"[supcon_classify] {variant.name}: training", flush=True)
+        stage.say("training")
         t = time.perf_counter()
         result = fit(train_ds, train_config, OutputConfig(storage_path=run_dir, name=variant.name),
                      rows=len(data.train.texts), export_model_to=model_dir)
@@ -372,12 +377,11 @@ def run_supcon_classify(config: SupconClassifyConfig) -> dict[str, Any]:
         metrics = _evaluate(result.model_path, data, config, variant.name, run_dir, local_plots)
         metrics.update({"variant": variant.model_dump(), "made_with": made_with, "steps": result.steps,
                         "train_seconds": train_seconds,
-                        "final_loss": result.metrics.get("loss"),
-                        "rows_skipped": result.metrics.get("rows_skipped", 0)})
+                        "final_loss": result.last_loss, "rows_skipped": result.rows_skipped})
         write_json_atomic(done_file, metrics)
         results[variant.name] = metrics
         models[variant.name] = result.model_path
-        timings[f"variant_{variant.name}"] = time.perf_counter() - t
+        timings[f"variant_{variant.name}"] = stage.seconds
 
     timings["total"] = time.perf_counter() - started
     comparison = {

@@ -2,8 +2,9 @@
 zero-shot evaluation → report.
 
 Every stage writes its output under ``<output.storage_path>/<output.name>/`` and a ``done.json`` marker
-last; a stage whose marker is there (and whose settings match) is skipped, so an interrupted run goes on
-from the first unfinished stage, and the training and encoding stages also resume inside themselves.
+last (``contrastext.stages``); a stage whose marker is there (and whose settings match) is skipped, so an
+interrupted run goes on from the first unfinished stage, and the training and encoding stages also resume
+inside themselves.
 
     corpus/                  pages + category pairs (build_corpus)            [Wikipedia pretraining or pool]
     pretrain/model/          M_0: M_base after MNR on category pairs          [pretrain.enabled]
@@ -18,8 +19,6 @@ from the first unfinished stage, and the training and encoding stages also resum
 from __future__ import annotations
 
 import hashlib
-import json
-import logging
 import time
 from array import array
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from contrastext import storage
-from contrastext.config import EncoderConfig, OutputConfig, TrainConfig
+from contrastext.config import OutputConfig, TrainConfig
 from contrastext.data.labelled import LabelledTexts, describe, load_labelled_texts
 from contrastext.data.paths import data_root
 from contrastext.evaluators.zeroshot_accuracy import LabelScheme, ZeroShotEvaluator, ZeroShotResult
@@ -48,49 +47,24 @@ from contrastext.selftrain.prototypes import (
 )
 from contrastext.selftrain.pseudo_pairs import PseudoPairs, category_pairs_of_pages, text_pairs
 from contrastext.selftrain.scoring import changed_share, embed_label_strings, score_pool
-
-log = logging.getLogger(__name__)
+from contrastext.stages import Stage, say
 
 
 # ---------------------------------------------------------------------------------------- stage state
 # how many rounds to run and when to stop do not change what a finished round made
 _NOT_PART_OF_A_ROUND = ("rounds", "patience", "min_change", "guard", "guard_sample", "guard_neighbours")
-
-
-def _comparable(settings: dict[str, Any]) -> dict[str, Any]:
-    settings = json.loads(json.dumps(settings, default=str))
-    if isinstance(settings.get("rounds"), dict):
-        settings["rounds"] = {k: v for k, v in settings["rounds"].items() if k not in _NOT_PART_OF_A_ROUND}
-    return settings
-
-
-def _differences(old: Any, new: Any, path: str = "") -> list[str]:
-    """Settings that differ; a key only one side has is a setting added since, whose default is what ran."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        return [d for k in old.keys() & new.keys() for d in _differences(old[k], new[k], f"{path}.{k}")]
-    return [] if old == new else [path or "."]
-
-
-def _done(stage_dir: str, settings: dict[str, Any]) -> dict[str, Any] | None:
-    """The stage's recorded result when it finished with these settings; None means run it."""
-    try:
-        record = storage.read_json(storage.join(stage_dir, "done.json"))
-    except FileNotFoundError:
-        return None
-    if _differences(_comparable(record.get("settings") or {}), _comparable(settings)):
-        log.warning("%s was made with other settings: running the stage again", stage_dir)
-        return None
-    return record["result"]
-
-
-def _mark_done(stage_dir: str, settings: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
-    write_json_atomic(storage.join(stage_dir, "done.json"), {"settings": json.loads(json.dumps(settings, default=str)),
-                                               "result": result})
-    return result
+JOB = "wcsbert"
 
 
 def _say(message: str) -> None:
-    print(f"[wcsbert] {message}", flush=True)
+    say(JOB, message)
+
+
+def round_settings(config: WCSBertConfig, start_model: str) -> dict[str, Any]:
+    """What a round's outputs depend on (its done-marker compares them)."""
+    rounds = {k: v for k, v in config.rounds.model_dump(mode="json").items() if k not in _NOT_PART_OF_A_ROUND}
+    return {"rounds": rounds, "labels": config.labels.model_dump(mode="json"), "from": start_model,
+            "pool": config.pool.model_dump(mode="json")}
 
 
 # ---------------------------------------------------------------------------------------- evaluation
@@ -147,13 +121,6 @@ def baseline_schemes(config: WCSBertConfig) -> list[LabelScheme]:
     return schemes if labels.template != "{label}" else schemes[:2]
 
 
-def _load_encoder(spec: str, enc: EncoderConfig):
-    from contrastext.models import TextEncoder
-
-    return TextEncoder.from_pretrained(spec, pooling=enc.pooling, normalize=enc.normalize,
-                                       max_length=enc.max_length, allow_download=enc.allow_download)
-
-
 def _evaluate(eval_set: EvalSet, encoder, out: str, name: str) -> ZeroShotResult:
     embeddings = eval_set.evaluator.embed(encoder)
     result = eval_set.evaluator.score(encoder, embeddings)
@@ -180,19 +147,18 @@ def _result_json(result: ZeroShotResult, labels: list[str], source: str) -> dict
 def _stage_corpus(config: WCSBertConfig, run: str) -> dict[str, Any]:
     from contrastext.pipelines.corpus import BuildCorpusConfig, run_build_corpus
 
-    settings = config.corpus.model_dump(mode="json")
-    done = _done(storage.join(run, "corpus"), settings)
+    stage = Stage(JOB, "corpus", storage.join(run, "corpus"), config.corpus.model_dump(mode="json"))
+    done = stage.finished()
     if done is not None:
-        _say("corpus: done in an earlier run")
-        return done
+        return done["result"]
     summary = run_build_corpus(BuildCorpusConfig(
         dump=config.corpus.dump, index=config.corpus.index, pages_table=config.corpus.pages_table,
         pairs=config.corpus.pairs,
         output=OutputConfig(storage_path=run, name="corpus"), ray=config.ray), table=False)
-    _say(f"corpus: {summary['pages']} pages, {summary['pages_with_2_categories']} with 2+ categories, "
-         f"{summary['pairs_written']} category pairs")
+    stage.say(f"{summary['pages']} pages, {summary['pages_with_2_categories']} with 2+ categories, "
+              f"{summary['pairs_written']} category pairs")
     keep = ("pages", "pages_with_2_categories", "distinct_categories", "pairs_written")
-    return _mark_done(storage.join(run, "corpus"), settings, {k: summary[k] for k in keep} | {"input": summary["input"]})
+    return stage.mark_done({k: summary[k] for k in keep} | {"input": summary["input"]})
 
 
 def _dev_pages(config: WCSBertConfig, pages_dir: str) -> tuple[list[str], list[list[str]], set[int]]:
@@ -223,14 +189,13 @@ def _stage_pretrain(config: WCSBertConfig, run: str) -> dict[str, Any]:
     from contrastext.evaluators.category_retrieval import CategoryRetrievalEvaluator
     from contrastext.train import fit
 
-    stage = storage.join(run, "pretrain")
     train = config.pretrain.train.model_copy(update={"encoder": config.encoder.model_copy(
         update={"max_length": config.pretrain.train.encoder.max_length})})
-    settings = {"pretrain": config.pretrain.model_dump(mode="json"), "encoder": config.encoder.model_dump()}
-    done = _done(stage, settings)
+    stage = Stage(JOB, "pretrain", storage.join(run, "pretrain"),
+                  {"pretrain": config.pretrain.model_dump(mode="json"), "encoder": config.encoder.model_dump()})
+    done = stage.finished()
     if done is not None:
-        _say("pretrain: done in an earlier run")
-        return done
+        return done["result"]
     corpus = storage.join(run, "corpus")
     queries, query_categories, dev_ids = _dev_pages(config, storage.join(corpus, "pages"))
     pair_files = storage.list_files(storage.join(corpus, "pairs"), ".parquet")
@@ -247,20 +212,20 @@ def _stage_pretrain(config: WCSBertConfig, run: str) -> dict[str, Any]:
         raise ValueError(f"{storage.join(corpus, 'pairs')} holds no category pairs: nothing to pretrain on")
     # read a chunk at a time as it scores: the list of every category is never held, here or on rank 0
     evaluator = CategoryRetrievalEvaluator(queries, query_categories, storage.join(corpus, "category_counts.parquet"))
-    base = _load_encoder(config.encoder.model, train.encoder)
+    base = train.encoder.load()
     before = evaluator(base) if queries else {}
     del base
-    _say(f"pretrain: {rows} category pairs, {len(queries)} dev pages held out; MAP@3 before "
-         f"{before.get('map@3', float('nan')):.3f}")
+    stage.say(f"{rows} category pairs, {len(queries)} dev pages held out; MAP@3 before "
+              f"{before.get('map@3', float('nan')):.3f}")
     started = time.perf_counter()
-    model = storage.join(stage, "model")
-    result = fit(dataset, train, OutputConfig(storage_path=stage, name="fit"),
+    model = storage.join(stage.folder, "model")
+    result = fit(dataset, train, OutputConfig(storage_path=stage.folder, name="fit"),
                  eval_fn=evaluator if queries else None, rows=rows, export_model_to=model)
-    after = evaluator(_load_encoder(model, train.encoder)) if queries else {}
+    after = evaluator(train.encoder.load(model)) if queries else {}
     out = {"pairs": rows, "dev_pages": len(queries), "steps": result.steps,
-           "loss": mean_logged_loss(result.history), "dev_before": before, "dev_after": after,
+           "loss": result.mean_loss, "dev_before": before, "dev_after": after,
            "seconds": time.perf_counter() - started, "model": model}
-    return _mark_done(stage, settings, out)
+    return stage.mark_done(out)
 
 
 def pairs_left(pair_files: list[str], held: set[int]) -> int:
@@ -327,11 +292,12 @@ def check_pool_size(texts: int, labels: int) -> None:
 def _encode_pool(config: WCSBertConfig, pages: str, model: str, out: str) -> dict[str, Any]:
     from contrastext.pipelines.corpus import EncodeCorpusConfig, run_encode_corpus
 
-    settings = {"model": model, "pages": str(pages), "max_words": config.pool.max_words,
-                "encode": config.encode.model_dump(mode="json"), "max_length": config.encoder.max_length}
-    done = _done(out, settings)
+    stage = Stage(JOB, f"{storage.name(storage.parent(out))} embeddings", out, {
+        "model": model, "pages": str(pages), "max_words": config.pool.max_words,
+        "encode": config.encode.model_dump(mode="json"), "max_length": config.encoder.max_length})
+    done = stage.finished()
     if done is not None:
-        return done
+        return done["result"]
     storage.delete(out)  # shards of another model or plan must not be mixed in
     enc = config.encoder
     summary = run_encode_corpus(EncodeCorpusConfig(
@@ -339,13 +305,7 @@ def _encode_pool(config: WCSBertConfig, pages: str, model: str, out: str) -> dic
         rows_per_shard=config.encode.rows_per_shard, batch_size=config.encode.batch_size,
         scaling=config.encode.scaling, dtype=config.encode.dtype,
         output=OutputConfig(storage_path=storage.parent(out), name=storage.name(out)), ray=config.ray), table=False)
-    return _mark_done(out, settings, {"rows": summary["rows"], "seconds": summary["timings_s"]["total"]})
-
-
-def mean_logged_loss(history: list[dict[str, Any]]) -> float | None:
-    """Mean of the training-loss reports of a fit (checkpoint and evaluation reports carry no loss)."""
-    losses = [h["loss"] for h in history if "rows_per_s" in h and h.get("loss") is not None]
-    return float(np.mean(losses)) if losses else None
+    return stage.mark_done({"rows": summary["rows"], "seconds": summary["timings_s"]["total"]})
 
 
 def _write_pairs(pairs: PseudoPairs, location: str, order: np.ndarray) -> None:
@@ -385,7 +345,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
         stored = _stored_evaluation(storage.join(run, "eval_untrained.json"), eval_set)
         key = {"model": config.encoder.model, "labels": labels.model_dump(mode="json")}
         if stored is None or stored.get("key") != key:
-            base = _load_encoder(config.encoder.model, config.encoder)
+            base = config.encoder.load()
             embeddings = eval_set.evaluator.embed(base)
             results = []
             for scheme in baseline_schemes(config):
@@ -422,7 +382,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
         if eval_set is not None and pretrain["used"]:
             stored = _stored_evaluation(storage.join(run, "eval_pretrained.json"), eval_set)
             if stored is None:
-                result = _evaluate(eval_set, _load_encoder(model_0, config.encoder), run, "pretrained")
+                result = _evaluate(eval_set, config.encoder.load(model_0), run, "pretrained")
                 stored = _result_json(result, labels.names, eval_set.source)
             evaluations.append({"stage": "pretrained", "scheme": _scheme(config).name,
                                 "accuracy": stored["accuracy"], "macro_f1": stored["macro_f1"]})
@@ -445,20 +405,19 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     stop = RoundStop(config, guard_0.value if guard_0 is not None else None)
     t_rounds = time.perf_counter()
     for r in range(1, config.rounds.rounds + 1):
-        stage = storage.join(run, f"round_{r}")
-        settings = {"rounds": config.rounds.model_dump(mode="json"), "labels": labels.model_dump(mode="json"),
-                    "from": model, "pool": config.pool.model_dump(mode="json")}
-        record = _done(stage, settings)
-        if record is None:
+        round_stage = Stage(JOB, f"round {r}", storage.join(run, f"round_{r}"), round_settings(config, model))
+        stage = round_stage.folder
+        done = round_stage.finished()
+        if done is None:
             record = _self_training_round(config, r, stage, model, model_0, embeddings_dir, pages, label_set,
                                           previous_labels, eval_set, fit)
             if guard is not None:
                 record |= _guard_fields(guard.score(record["model"], record["embeddings"]))
-            _mark_done(stage, settings, record)
+            round_stage.mark_done(record)
         else:
-            _say(f"round {r}: done in an earlier run")
+            record = done["result"]
             if eval_set is not None and _stored_evaluation(storage.join(stage, "eval_round.json"), eval_set) is None:
-                evaluated = _evaluate(eval_set, _load_encoder(record["model"], config.encoder), stage, "round")
+                evaluated = _evaluate(eval_set, config.encoder.load(record["model"]), stage, "round")
                 record |= {"eval_accuracy": evaluated.accuracy, "eval_macro_f1": evaluated.macro_f1}
             if guard is not None and record.get("guard_anchored") is None:
                 record |= _guard_fields(guard.score(record["model"], record["embeddings"]))
@@ -477,7 +436,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     final: dict[str, Any] | None = None
     if eval_set is not None:
         t = time.perf_counter()
-        encoder = _load_encoder(final_model, config.encoder)
+        encoder = config.encoder.load(final_model)
         eval_embeddings = eval_set.evaluator.embed(encoder)
         result = eval_set.evaluator.score(encoder, eval_embeddings)
         final = _result_json(result, labels.names, eval_set.source)
@@ -557,7 +516,7 @@ class _Guard:
         """The guard's score (selftrain.guard.GuardScore) of ``model``'s labels of the sampled pool items."""
         from contrastext.data.h5store import H5Corpus
 
-        encoder = _load_encoder(model, self.config.encoder)
+        encoder = self.config.encoder.load(model)
         label_embeddings = embed_label_strings(encoder, self.label_set, self.config.labels.template)
         embeddings = H5Corpus(embeddings_dir).lookup(self.reference.ids)
         return self.reference.score(self.reference.labels_of(embeddings, label_embeddings))
@@ -582,7 +541,7 @@ def _guard_reference(config: WCSBertConfig, model_0: str, embeddings_dir: str, l
     if len(corpus) < 2:
         raise ValueError(f"{embeddings_dir}: the guard needs at least two pool items")
     ids = corpus.ids_at(sample_positions(len(corpus), config.rounds.guard_sample, config.rounds.train.seed))
-    encoder = _load_encoder(model_0, config.encoder)
+    encoder = config.encoder.load(model_0)
     label_embeddings = embed_label_strings(encoder, label_set, config.labels.template)
     _, owner = label_set.flat()
     reference = guard_reference(ids, corpus.lookup(ids), label_embeddings, owner, len(label_set.labels),
@@ -597,7 +556,7 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: str, model: str, 
 
     t = time.perf_counter()
     labels = config.labels
-    scorer = _load_encoder(model, config.encoder)
+    scorer = config.encoder.load(model)
     pool = score_pool(embeddings_dir, scorer, label_set, labels.template)
     scores = pool.scores
     if config.rounds.pseudo_labels == "prototypes":
@@ -653,13 +612,13 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: str, model: str, 
         "pairs": len(pairs), "pairs_per_label": dict(zip(labels.names, pairs.per_label(len(labels.names)).tolist())),
         "category_conflicts": pairs.conflicts, "labels_changed": changed_share(previous_labels, pseudo.label),
         "mean_confidence_kept": float(pseudo.confidence[pseudo.kept].mean()) if len(pseudo.kept) else None,
-        "loss": mean_logged_loss(result.history), "steps": result.steps, "model": new_model,
+        "loss": result.mean_loss, "steps": result.steps, "model": new_model,
         "embeddings": new_embeddings,
         "seconds": {"select": selecting, "train": training, "encode": encoding},
     }
     if eval_set is not None:
         t = time.perf_counter()
-        evaluated = _evaluate(eval_set, _load_encoder(new_model, config.encoder), stage, "round")
+        evaluated = _evaluate(eval_set, config.encoder.load(new_model), stage, "round")
         record["eval_accuracy"] = evaluated.accuracy
         record["eval_macro_f1"] = evaluated.macro_f1
         record["seconds"]["evaluate"] = time.perf_counter() - t

@@ -10,7 +10,7 @@ from typing import Any
 from contrastext import storage
 from contrastext.config import OutputConfig, TrainConfig
 from contrastext.train.checkpoint import MODEL_SUBDIR
-from contrastext.train.history import HistoryCallback, read_history
+from contrastext.train.history import HistoryCallback, logged_windows, read_history, total_over_runs
 from contrastext.train.objectives import Objective, build_objective
 from contrastext.train.worker import EvalFn, train_loop_per_worker
 
@@ -19,12 +19,54 @@ DatasetOrFactory = Any  # ray.data.Dataset or a zero-argument callable returning
 
 @dataclass
 class FitResult:
+    """What a fit made, and its numbers read once from its history (``history.jsonl``, one record per report).
+
+    ``metrics`` is the last record. The typed fields below are derived from ``history`` when the result is made.
+    """
+
     model_path: str | None  # a local folder or a URI, like the run's storage path
     steps: int
     metrics: dict[str, Any]
     history: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
     checkpoint_path: str | None = None
+    #: the mean training loss of each logged window (every ``log_every_steps`` steps), in order
+    window_losses: list[float] = field(init=False)
+    #: rows per second over all workers in each logged window, in order
+    window_rows_per_s: list[float] = field(init=False)
+    #: rows trained on, summed over the workers and over the runs a resumed fit was made of
+    rows_trained: int = field(init=False)
+    #: malformed rows skipped, counted the same way
+    rows_skipped: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        windows = logged_windows(self.history)
+        self.window_losses = [float(w["loss"]) for w in windows]
+        self.window_rows_per_s = [float(w["rows_per_s"]) for w in windows]
+        self.rows_trained = total_over_runs(self.history, "rows_trained")
+        self.rows_skipped = total_over_runs(self.history, "rows_skipped")
+
+    @property
+    def steady_rows_per_s(self) -> float | None:
+        """Rows per second over all workers while stepping: the mean of the windows' rates."""
+        rates = self.window_rows_per_s
+        return sum(rates) / len(rates) if rates else None
+
+    @property
+    def mean_loss(self) -> float | None:
+        """The mean of the windows' losses; a fit too short to log a window has only its last report's loss."""
+        if self.window_losses:
+            return sum(self.window_losses) / len(self.window_losses)
+        return self._last_reported_loss()
+
+    @property
+    def last_loss(self) -> float | None:
+        """The loss of the last logged window (else of the last report)."""
+        return self.window_losses[-1] if self.window_losses else self._last_reported_loss()
+
+    def _last_reported_loss(self) -> float | None:
+        loss = self.metrics.get("loss")
+        return float(loss) if loss is not None else None
 
 
 def data_config(objective: Objective):

@@ -33,6 +33,47 @@ HISTORY_FILE = "history.jsonl"
 _SUMMED_ACROSS_WORKERS = ("rows_skipped", "rows_trained")
 
 
+def logged_windows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records of the step-interval reports, each covering the steps since the one before.
+
+    They are the ones with ``rows_per_s``. An epoch's closing report has none: it covers whatever steps were
+    left, possibly none (its loss is then 0) or one short last batch (whose in-batch loss is near 0).
+    """
+    return [r for r in records if r.get("rows_per_s") is not None and r.get("loss") is not None]
+
+
+def runs_of(records: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The records split by the run that reported them.
+
+    A resumed run starts again from its checkpoint's step: ``resumed_from_step`` changes, or the step goes
+    back, or it repeats where one run never reports the same step twice except as a window followed by its
+    epoch's closing report.
+    """
+    runs: list[list[dict[str, Any]]] = []
+    for record in records:
+        previous = runs[-1][-1] if runs else None
+        if previous is None or _starts_a_run(record, previous):
+            runs.append([])
+        runs[-1].append(record)
+    return runs
+
+
+def _starts_a_run(record: dict[str, Any], previous: dict[str, Any]) -> bool:
+    if record.get("resumed_from_step") != previous.get("resumed_from_step"):
+        return True
+    step, previous_step = record.get("step", 0), previous.get("step", 0)
+    if step != previous_step:
+        return step < previous_step
+    closes_the_epoch = "rows_trained" in record and "rows_trained" not in previous
+    return not closes_the_epoch
+
+
+def total_over_runs(records: list[dict[str, Any]], key: str) -> int:
+    """A count each run keeps from its own start (``rows_trained``, ``rows_skipped``), added up over the runs
+    that made the history; rows a resumed run trained again count again."""
+    return sum(max((int(r[key]) for r in run if r.get(key) is not None), default=0) for run in runs_of(records))
+
+
 def merge_worker_metrics(per_worker: list[dict[str, Any]]) -> dict[str, Any]:
     """Rank 0's metrics, with counts that each worker keeps for its own shard summed over all workers."""
     merged = dict(per_worker[0]) if per_worker else {}

@@ -108,12 +108,7 @@ class EmbeddingObjective(Objective):
         self.encoder = None
 
     def build_model(self, model_spec: str, resuming: bool) -> nn.Module:
-        from contrastext.models import TextEncoder
-
-        enc = self.config.encoder
-        self.encoder = TextEncoder.from_pretrained(
-            model_spec, pooling=enc.pooling, normalize=enc.normalize, max_length=enc.max_length,
-            device="cpu", allow_download=enc.allow_download)
+        self.encoder = self.config.encoder.load(model_spec, device="cpu")
         self.encoder.train()
         freeze_unused_pooler(self.encoder.transformer)
         return self.encoder

@@ -12,7 +12,6 @@ the same settings and the stage is skipped, its ``metrics.json`` returned; with 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import tempfile
@@ -28,18 +27,18 @@ from contrastext import storage
 from contrastext.config import OutputConfig
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.report import format_table
+from contrastext.stages import Stage, say
 from contrastext.uctopic.config import EntityEvalSettings, TopicSettings, UCTopicConfig
 from contrastext.uctopic.phrases import PhraseInstance
 
 log = logging.getLogger(__name__)
 STAGES = ("pretrain", "finetune", "mine", "evaluate")
-DONE_FILE = "done.json"
 # settings that change how a training stage runs, not what it produces
 _RUN_ONLY_TRAIN_SETTINGS = ("scaling", "max_failures", "keep_checkpoints", "log_every_steps")
 
 
 def _say(message: str) -> None:
-    print(f"[uctopic] {message}", flush=True)
+    say("uctopic", message)
 
 
 def _stage_output(config: UCTopicConfig) -> OutputConfig:
@@ -145,10 +144,10 @@ def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
     from contrastext.uctopic.sources import wiki_pages_dataset
 
     timings: dict[str, float] = {}
-    started = time.perf_counter()
     output = _stage_output(config)
     run_dir = output.run_dir()
-    done = _finished_before(config, run_dir)
+    stage = training_stage(config, run_dir)
+    done = finished_summary(stage)
     if done is not None:
         return done
     settings = config.pretrain
@@ -171,7 +170,7 @@ def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
     masked = written.masked / (2 * rows)
     _say(f"{link_mentions:,} link mentions → {rows:,} positive pairs from {keys:,} targets/mentions "
          f"({masked:.0%} of mentions masked)")
-    timings["pairs"] = time.perf_counter() - started
+    timings["pairs"] = stage.seconds
 
     before = after = None
     if config.evaluation.conll and config.evaluation.before:
@@ -186,12 +185,12 @@ def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
         with storage.local_copy(result.model_path) as folder:
             after = entity_clustering(_load_encoder(str(folder), config), config.evaluation, config)
         timings["eval_after"] = time.perf_counter() - t
-    timings["total"] = time.perf_counter() - started
+    timings["total"] = stage.seconds
     summary = {"stage": "pretrain", "source": source, "link_mentions": link_mentions, "pairs": rows,
                "pairs_by_source": dict(written.by_source),
                "masked_share": masked, "mlm_weight": config.train.loss.params.get("mlm_weight", 0.0),
                "steps": result.steps,
-               "final_loss": _final_loss(result), "rows_skipped": result.metrics.get("rows_skipped", 0),
+               "final_loss": result.last_loss, "rows_skipped": result.rows_skipped,
                "entity_clustering_before": before, "entity_clustering_after": after,
                "model_path": result.model_path, "timings_s": timings}
     rows_table = [["Wikipedia source", source], ["link mentions in sentences", link_mentions],
@@ -204,7 +203,8 @@ def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
                    ["model", result.model_path or "-"]]
     summary = _finish(config, run_dir, summary, rows_table, counts={"pairs": rows, "steps": result.steps},
                       timings=timings, inputs=_checksums([settings.dump, settings.pages, config.evaluation.conll]))
-    return _mark_done(config, run_dir, summary)
+    stage.mark_done()
+    return summary
 
 
 def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
@@ -219,10 +219,10 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
     from contrastext.uctopic.topics import ccl_pairs, ccl_pseudo_labels, cluster_phrases
 
     timings: dict[str, float] = {}
-    started = time.perf_counter()
     output = _stage_output(config)
     run_dir = output.run_dir()
-    done = _finished_before(config, run_dir)
+    stage = training_stage(config, run_dir)
+    done = finished_summary(stage)
     if done is not None:
         return done
     settings = config.finetune
@@ -247,7 +247,7 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
                   if gold else None)
     _say(f"k={k}: {pseudo.central:,} central instances → {pseudo.labelled_mentions:,} labelled mentions, "
          f"{int(labelled.sum()):,} instances, {len(rows):,} CCL pairs")
-    timings["cluster"] = time.perf_counter() - started
+    timings["cluster"] = stage.seconds
     del encoder
     extra_before = None
     same_eval = config.evaluation.conll and config.evaluation.conll == settings.data.conll
@@ -270,12 +270,12 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
         _, mined = _mine_topics(tuned, instances, after_embeddings, topics.model_copy(update={"n_topics": k}),
                                 loaded.extractor, config.seed)
     topic_rows, quality = topic_report(mined, instances)
-    timings["total"] = time.perf_counter() - started
+    timings["total"] = stage.seconds
     summary = {"stage": "finetune", "source": loaded.source, "counts": loaded.counts, "k": k,
                "silhouette_by_k": clustering.silhouette_by_k, "central_fraction": settings.central_fraction,
                "central_instances": pseudo.central, "labelled_mentions": pseudo.labelled_mentions,
                "labelled_instances": int(labelled.sum()), "pseudo_label_acc": pseudo_acc, "pairs": len(rows),
-               "steps": result.steps, "final_loss": _final_loss(result),
+               "steps": result.steps, "final_loss": result.last_loss,
                "clustering_before": before, "clustering_after": after,
                "entity_clustering_before": extra_before, "entity_clustering_after": extra_after,
                "topics": topic_rows, "topic_quality": quality, "model_path": result.model_path,
@@ -297,7 +297,8 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
                       counts={"instances": len(instances), "pairs": len(rows), "steps": result.steps},
                       timings=timings, inputs=_checksums([settings.data.conll, config.evaluation.conll]),
                       topics=topic_rows)
-    return _mark_done(config, run_dir, summary)
+    stage.mark_done()
+    return summary
 
 
 def run_mine(config: UCTopicConfig) -> dict[str, Any]:
@@ -403,13 +404,6 @@ def _write_pairs(pairs, location: str) -> WrittenPairs:
     return written
 
 
-def _final_loss(result) -> float | None:
-    """The loss of the last logged window (an epoch's final report may cover a one-row batch, whose
-    in-batch loss is 0 by construction)."""
-    windows = [h["loss"] for h in result.history if h.get("rows_per_s") and h.get("loss") is not None]
-    return windows[-1] if windows else result.metrics.get("loss")
-
-
 def _checksums(paths: Sequence[str | None]) -> dict[str, str]:
     """sha256 of each local input file; size and modification time of one on a store."""
     return {p: storage.file_signature(p) for p in dict.fromkeys(paths) if p and storage.is_file(p)}
@@ -435,36 +429,18 @@ def _stage_settings(config: UCTopicConfig) -> dict[str, Any]:
             config.stage: dumped[config.stage], "train": train, "evaluation": dumped["evaluation"]}
 
 
-def _differences(old: Any, new: Any, path: str = "") -> list[str]:
-    """Settings that differ; a key only one side has is a setting added since, whose default is what ran."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        return [d for k in old.keys() & new.keys() for d in _differences(old[k], new[k], f"{path}.{k}")]
-    return [] if old == new else [path.lstrip(".") or "."]
+def training_stage(config: UCTopicConfig, run_dir: str) -> Stage:
+    """The stage ``config.stage`` writing into ``run_dir``: its marker compares the settings its outputs depend on."""
+    return Stage("uctopic", config.stage, run_dir, _stage_settings(config))
 
 
-def _finished_before(config: UCTopicConfig, run_dir: str) -> dict[str, Any] | None:
+def finished_summary(stage: Stage) -> dict[str, Any] | None:
     """The summary of this stage when an earlier run finished it with the same settings; None: run it."""
-    marker, metrics = storage.join(run_dir, DONE_FILE), storage.join(run_dir, "metrics.json")
-    if not (storage.is_file(marker) and storage.is_file(metrics)):
-        return None
-    changed = _differences(storage.read_json(marker).get("settings") or {},
-                           json.loads(json.dumps(_stage_settings(config))))
-    if changed:
-        _say(f"{config.stage}: {run_dir} was made with other settings ({', '.join(sorted(changed)[:5])}): "
-             f"running the stage again")
+    metrics = storage.join(stage.folder, "metrics.json")
+    if not (storage.is_file(stage.marker) and storage.is_file(metrics)) or stage.finished() is None:
         return None
     summary = storage.read_json(metrics)
-    _say(f"{config.stage}: done in an earlier run with these settings, skipped ({run_dir}; delete its "
-         f"{DONE_FILE} to run it again)")
-    summary["run_dir"] = run_dir
-    return summary
-
-
-def _mark_done(config: UCTopicConfig, run_dir: str, summary: dict[str, Any]) -> dict[str, Any]:
-    """Written last: its presence means every output of the stage is in place."""
-    write_json_atomic(storage.join(run_dir, DONE_FILE), {
-        "stage": config.stage, "settings": _stage_settings(config),
-        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    summary["run_dir"] = stage.folder
     return summary
 
 

@@ -1,0 +1,97 @@
+"""A job's stages: what each one prints, how long it took, and the marker that lets a later run skip it.
+
+A stage writes its outputs into its folder and ``done.json`` there last, recording the settings its outputs
+depend on (and, for a small result, the result itself). Run again, a stage whose marker is there and whose
+settings match is skipped; one made with other settings is named and run again. A setting added to the
+code since a marker was written is not a difference: its default is what ran. The folder may be a URI.
+
+Console lines are ``[job] stage: message`` on stdout, so a job's own lines read the same whether it runs
+alone or as a stage of another job; Ray's and the libraries' output is handled by :mod:`contrastext.console`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from contrastext import storage
+from contrastext.manifest import write_json_atomic
+
+DONE_FILE = "done.json"
+
+
+def say(job: str, message: str) -> None:
+    """One line of a job on the console: ``[job] message``."""
+    print(f"[{job}] {message}", flush=True)
+
+
+def as_json(value: Any) -> Any:
+    """``value`` as it reads back from JSON (tuples become lists, paths strings), so it compares with a marker."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def setting_differences(old: Any, new: Any, path: str = "") -> list[str]:
+    """The dotted names of the settings that differ; a key only one side has is not a difference (a setting
+    added since the old side was written, whose default is what ran then)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for k in old.keys() & new.keys() for d in setting_differences(old[k], new[k], f"{path}.{k}")]
+    return [] if old == new else [path.lstrip(".") or "."]
+
+
+class Stage:
+    """One stage of ``job``, named ``name``: its console lines and clock, and its done-marker in ``folder``.
+
+    The clock starts when the stage is made. ``folder`` and ``settings`` are needed only for the marker.
+    """
+
+    def __init__(self, job: str, name: str, folder: str | None = None,
+                 settings: Mapping[str, Any] | None = None):
+        self.job, self.name, self.folder = job, name, folder
+        self.settings: dict[str, Any] = as_json(dict(settings or {}))
+        self.started = time.perf_counter()
+
+    @property
+    def seconds(self) -> float:
+        """Seconds since the stage was made."""
+        return time.perf_counter() - self.started
+
+    @property
+    def marker(self) -> str:
+        if self.folder is None:
+            raise ValueError(f"stage {self.name!r} of {self.job} has no folder for a done-marker")
+        return storage.join(self.folder, DONE_FILE)
+
+    def say(self, message: str) -> None:
+        say(self.job, f"{self.name}: {message}")
+
+    def progress(self, what: str, done: int, total: int, amount: int, unit: str) -> None:
+        """A progress line: ``what`` done out of total, ``amount`` of ``unit`` so far and their rate."""
+        rate = amount / max(self.seconds, 1e-9)
+        self.say(f"{what} {done}/{total} done: {amount:,} {unit} ({rate:,.1f} {unit}/s)")
+
+    def finished(self) -> dict[str, Any] | None:
+        """The marker's record when an earlier run finished this stage with these settings; None: run it."""
+        try:
+            record = storage.read_json(self.marker)
+        except FileNotFoundError:
+            return None
+        changed = setting_differences(record.get("settings") or {}, self.settings)
+        if changed:
+            self.say(f"{self.folder} was made with other settings ({', '.join(sorted(changed)[:5])}): "
+                     "running the stage again")
+            return None
+        self.say(f"done in an earlier run with these settings, skipped ({self.folder}; delete its {DONE_FILE} "
+                 "to run it again)")
+        return record
+
+    def mark_done(self, result: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """Write the marker, last: its presence says every output of the stage is in place. Returns ``result``,
+        which the marker keeps when given (the record's ``result``)."""
+        record: dict[str, Any] = {"stage": self.name, "settings": self.settings}
+        if result is not None:
+            record["result"] = as_json(result)
+        record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        write_json_atomic(self.marker, record)
+        return result

@@ -1,0 +1,83 @@
+"""Stage: the done-marker that compares settings, the clock and the console lines of a job's stages."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+from contrastext import storage
+from contrastext.stages import DONE_FILE, Stage, setting_differences
+
+SETTINGS = {"model": "bundled:minilm", "train": {"lr": 2e-5, "columns": ("anchor", "positive")}, "seed": 0}
+
+
+def test_a_finished_stage_is_skipped_with_its_result_and_says_so(tmp_path, capsys):
+    folder = str(tmp_path / "round_1")
+    first = Stage("job", "round 1", folder, SETTINGS)
+    assert first.finished() is None  # never run
+    result = {"pairs": 12, "loss": 0.5}
+    assert first.mark_done(result) is result
+    record = json.loads((tmp_path / "round_1" / DONE_FILE).read_text())
+    assert record["stage"] == "round 1" and record["result"] == result
+    assert record["settings"]["train"]["columns"] == ["anchor", "positive"]  # as JSON reads it back
+    capsys.readouterr()
+
+    again = Stage("job", "round 1", folder, SETTINGS).finished()
+    assert again is not None and again["result"] == result
+    out = capsys.readouterr().out
+    assert out.startswith("[job] round 1: done in an earlier run with these settings, skipped"), out
+    assert folder in out
+
+
+def test_other_settings_are_named_and_the_stage_runs_again(tmp_path, capsys):
+    folder = str(tmp_path / "pretrain")
+    Stage("job", "pretrain", folder, SETTINGS).mark_done({"steps": 3})
+    changed = {**SETTINGS, "train": {**SETTINGS["train"], "lr": 1e-4}}
+    assert Stage("job", "pretrain", folder, changed).finished() is None
+    assert "[job] pretrain: " in (out := capsys.readouterr().out) and "other settings (train.lr)" in out
+    # a setting added to the code since the marker was written is no difference: its default is what ran
+    added = {**SETTINGS, "new_option": True}
+    assert Stage("job", "pretrain", folder, added).finished()["result"] == {"steps": 3}
+
+
+def test_markers_written_before_the_helper_still_count(tmp_path):
+    # the self-training job's old markers held settings and result; the phrase job's, settings and a time
+    storage.write_json(str(tmp_path / "a" / DONE_FILE), {"settings": SETTINGS, "result": {"rows": 5}})
+    storage.write_json(str(tmp_path / "b" / DONE_FILE), {"stage": "finetune", "settings": SETTINGS,
+                                                         "finished_at": "2026-01-01T00:00:00Z"})
+    assert Stage("job", "a", str(tmp_path / "a"), SETTINGS).finished()["result"] == {"rows": 5}
+    assert Stage("job", "b", str(tmp_path / "b"), SETTINGS).finished()["stage"] == "finetune"
+
+
+def test_setting_differences_name_nested_paths():
+    assert sorted(setting_differences({"a": {"b": 1, "c": 2}, "d": 3}, {"a": {"b": 1, "c": 5}, "d": 4})) == ["a.c", "d"]
+    assert setting_differences({"a": 1}, {"a": 1, "b": 2}) == []
+    assert setting_differences([1, 2], [1, 3]) == ["."]
+
+
+def test_the_clock_and_a_progress_line(capsys):
+    stage = Stage("build_corpus", "pages")
+    time.sleep(0.05)
+    assert stage.seconds >= 0.05
+    stage.progress("read unit", 2, 5, 1_500, "pages")
+    line = capsys.readouterr().out.strip()
+    match = re.fullmatch(r"\[build_corpus\] pages: read unit 2/5 done: 1,500 pages \(([\d,]+\.\d) pages/s\)", line)
+    assert match, line
+    assert 0 < float(match.group(1).replace(",", "")) <= 1_500 / 0.05
+
+
+def test_a_stage_without_a_folder_has_no_marker():
+    with pytest.raises(ValueError, match="no folder"):
+        Stage("job", "epoch 1").mark_done()
+
+
+def test_the_marker_lives_on_object_storage_too(s3_bucket, capsys):
+    folder = f"{s3_bucket}/runs/wcsbert/corpus"
+    Stage("wcsbert", "corpus", folder, SETTINGS).mark_done({"pages": 106})
+    assert storage.read_json(f"{folder}/{DONE_FILE}")["result"] == {"pages": 106}
+    assert Stage("wcsbert", "corpus", folder, SETTINGS).finished()["result"] == {"pages": 106}
+    assert Stage("wcsbert", "corpus", folder, {**SETTINGS, "seed": 1}).finished() is None
+    assert "other settings (seed)" in capsys.readouterr().out
