@@ -77,8 +77,8 @@ class WCSBert:
         texts = _checked_texts(texts)
         self.label_set_ = LabelSet.build(labels, aliases)
         self.aliases_ = {label: list(strings) for label, strings in (aliases or {}).items()}
-        folder = work_folder(self.work_dir, "wcsbert")
-        model = encoder_spec(self.encoder, folder / "start")
+        folder = work_folder(self.work_dir, "wcsbert") if self.rounds else None
+        model = encoder_spec(self.encoder, folder / "start") if self.rounds else None
         encoder = load_text_encoder(self.encoder, self.max_length)
         self.history_ = []
         previous = None
@@ -93,7 +93,9 @@ class WCSBert:
             result = fit_rows(rows, train, folder, f"round_{r}")
             model = result.model_path
             encoder = load_text_encoder(model, self.max_length)
+            kept = pseudo.kept_per_label(len(self.label_set_.labels)).tolist()
             self.history_.append({"round": r, "kept": int(len(pseudo.kept)), "pairs": len(pairs),
+                                  "kept_per_label": dict(zip(self.label_set_.labels, kept)),
                                   "labels_changed": changed_share(previous, pseudo.label), "steps": result.steps,
                                   "model": model})
             previous = pseudo.label
