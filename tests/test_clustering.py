@@ -3,7 +3,14 @@
 import numpy as np
 import pytest
 
-from contrastext.clustering import KMeansResult, central_indices, select_k_by_silhouette, spherical_kmeans
+from contrastext.clustering import (
+    KMeansResult,
+    SphericalKMeans,
+    central_indices,
+    result_of_assignments,
+    select_k_by_silhouette,
+    spherical_kmeans,
+)
 from contrastext.metrics.clustering import clustering_accuracy
 
 
@@ -104,3 +111,32 @@ def test_central_indices_of_an_empty_cluster_and_bad_top_n():
     assert len(central[0]) == len(x) and central[1] == []
     with pytest.raises(ValueError, match="top_n"):
         central_indices(x, result, top_n=0)
+
+
+def test_spherical_kmeans_clusterer_is_spherical_kmeans_behind_fit_predict():
+    x, labels = _blobs()
+    clusterer = SphericalKMeans(4, seed=3)
+    assignments = clusterer.fit_predict(x)
+    expected = spherical_kmeans(x, 4, seed=3, nredo=5)
+    np.testing.assert_array_equal(assignments, expected.assignments)
+    np.testing.assert_array_equal(clusterer.result_.centroids, expected.centroids)
+    assert clustering_accuracy(labels, assignments) == 1.0
+
+
+def test_result_of_assignments_renumbers_ids_and_takes_unit_means():
+    x = np.array([[2.0, 0.0], [1.0, 1.0], [0.0, 3.0], [0.0, 1.0]], dtype=np.float32)
+    result = result_of_assignments(x, np.array([7, 7, 2, 2]))  # any ids: sorted order gives 2 -> 0, 7 -> 1
+    np.testing.assert_array_equal(result.assignments, [1, 1, 0, 0])
+    first = np.array([1.0, 0.0]) + np.array([1.0, 1.0]) / np.sqrt(2)
+    np.testing.assert_allclose(result.centroids[1], first / np.linalg.norm(first), atol=1e-6)
+    np.testing.assert_allclose(result.centroids[0], [0.0, 1.0], atol=1e-6)
+    cosines = [first[0] / np.linalg.norm(first), (first @ np.array([1, 1]) / np.sqrt(2)) / np.linalg.norm(first), 1, 1]
+    assert result.inertia == pytest.approx(sum(1 - c for c in cosines), abs=1e-5)
+
+
+def test_result_of_assignments_refuses_unassigned_rows_and_a_length_mismatch():
+    x = np.eye(3, dtype=np.float32)
+    with pytest.raises(ValueError, match="without a cluster"):
+        result_of_assignments(x, [0, -1, 1])
+    with pytest.raises(ValueError, match="3 embeddings but 2"):
+        result_of_assignments(x, [0, 1])

@@ -41,3 +41,34 @@ def test_python_dash_m_contrastext_prints_the_help():
                                     *sorted({job.config.split(":")[0] for job in JOBS.values()})])
 def test_config_modules_import_no_torch(module):
     assert "torch" not in _modules_after(f"import {module}")
+
+
+def test_import_contrastext_imports_no_torch():
+    loaded = _modules_after("import contrastext")
+    assert "torch" not in loaded and "contrastext.methods" not in loaded  # the façades load on first use
+
+
+@pytest.mark.parametrize("name", ["WCSBert", "ShuffleDivide", "SupConClassifier", "PhraseTopicModel",
+                                  "PromptTeacher", "PrototypeTeacher", "SphericalKMeans"])
+def test_each_facade_imports_without_torch(name):
+    """A façade class loads torch when it first builds a model, not when it is imported."""
+    loaded = _modules_after(f"from contrastext import {name}")
+    assert "torch" not in loaded and "ray" not in loaded
+
+
+def test_the_package_names_are_the_classes_of_their_homes():
+    import contrastext
+    from contrastext.clustering import SphericalKMeans
+    from contrastext.methods.shuffle_divide import ShuffleDivide
+    from contrastext.methods.supcon import SupConClassifier
+    from contrastext.methods.wcsbert import WCSBert
+    from contrastext.selftrain.teachers import PromptTeacher, PrototypeTeacher
+    from contrastext.uctopic.service import PhraseTopicModel
+
+    homes = {"WCSBert": WCSBert, "ShuffleDivide": ShuffleDivide, "SupConClassifier": SupConClassifier,
+             "PhraseTopicModel": PhraseTopicModel, "PromptTeacher": PromptTeacher,
+             "PrototypeTeacher": PrototypeTeacher, "SphericalKMeans": SphericalKMeans}
+    assert sorted(contrastext.__all__) == sorted(homes)
+    assert all(getattr(contrastext, name) is cls for name, cls in homes.items())
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        contrastext.Nothing

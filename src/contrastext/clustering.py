@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
@@ -101,3 +101,46 @@ def central_indices(embeddings: np.ndarray, result: KMeansResult, top_n: int) ->
         order = np.argsort(-similarity, kind="stable")[:top_n]
         central[cluster] = [int(i) for i in members[order]]
     return central
+
+
+class Clusterer(Protocol):
+    """What a façade needs of a clusterer: one cluster id (an int ≥ 0) per row of ``embeddings``."""
+
+    def fit_predict(self, embeddings: np.ndarray) -> np.ndarray: ...
+
+
+class SphericalKMeans:
+    """Spherical k-means behind the clusterer protocol the façades take: ``fit_predict(embeddings) -> ids``.
+
+    Any object with that method plugs in instead (scikit-learn's ``KMeans`` or ``AgglomerativeClustering``).
+    """
+
+    def __init__(self, n_clusters: int, *, seed: int = 0, niter: int = 25, nredo: int = 5):
+        self.n_clusters = n_clusters
+        self.seed = seed
+        self.niter = niter
+        self.nredo = nredo
+        self.result_: KMeansResult | None = None
+
+    def fit_predict(self, embeddings: np.ndarray) -> np.ndarray:
+        self.result_ = spherical_kmeans(embeddings, self.n_clusters, seed=self.seed, niter=self.niter,
+                                        nredo=self.nredo)
+        return self.result_.assignments
+
+
+def result_of_assignments(embeddings: np.ndarray, assignments: Sequence[int] | np.ndarray) -> KMeansResult:
+    """A ``KMeansResult`` for cluster ids any clusterer gave: ids renumbered 0..k-1 in sorted order, each
+    centroid the unit mean of its rows. A negative id (a noise label, as HDBSCAN gives) is an error."""
+    x = _unit_rows(embeddings)
+    ids = np.asarray(assignments).reshape(-1)
+    if len(ids) != len(x):
+        raise ValueError(f"{len(x)} embeddings but {len(ids)} cluster ids")
+    if np.issubdtype(ids.dtype, np.number) and (ids < 0).any():
+        raise ValueError("the clusterer left rows without a cluster (negative ids); every row needs one")
+    _, dense = np.unique(ids, return_inverse=True)
+    dense = dense.reshape(-1).astype(np.int64)
+    sums = np.zeros((int(dense.max()) + 1, x.shape[1]), dtype=np.float64)
+    np.add.at(sums, dense, x)
+    centroids = _unit_rows(sums.astype(np.float32))
+    similarity = np.einsum("nd,nd->n", x, centroids[dense])
+    return KMeansResult(assignments=dense, centroids=centroids, inertia=float(np.sum(1.0 - similarity)))

@@ -1,5 +1,6 @@
 """PhraseTopicModel.mine on the tiny random encoder: the shape and consistency of a topics result."""
 
+import numpy as np
 import pytest
 
 from conftest import NEWS_DOCUMENTS
@@ -64,3 +65,31 @@ def test_bad_arguments_raise_value_error(model):
         model.mine(NEWS_DOCUMENTS, n_topics=0)
     with pytest.raises(ValueError, match="k_min"):
         model.mine(NEWS_DOCUMENTS, k_min=5, k_max=3)
+
+
+def test_a_clusterer_given_to_the_model_makes_the_topics(model, tiny_encoder_dir):
+    from sklearn.cluster import AgglomerativeClustering
+
+    clusterer = AgglomerativeClustering(n_clusters=3, metric="cosine", linkage="average")
+    swapped = PhraseTopicModel(model.encoder, clusterer=clusterer)
+    result = swapped.mine(NEWS_DOCUMENTS, top_phrases=5)
+    instances, _ = swapped.extract(NEWS_DOCUMENTS)
+    expected = clusterer.fit_predict(model.encoder.encode(instances))
+    assert result.n_topics == 3 and set(result.silhouette_by_k) == {3}
+    by_offset = {(o.document, o.start, o.end): o.topic for o in result.occurrences}
+    topics = [by_offset[(inst.document, inst.offset + inst.start, inst.offset + inst.end)] for inst in instances]
+    # the same partition as the clusterer's (ids renumbered in sorted order, so here equal)
+    np.testing.assert_array_equal(topics, expected)
+    assert sum(t.size for t in result.topics) == len(instances)
+    with pytest.raises(ValueError, match="n_topics is for the default clusterer"):
+        swapped.mine(NEWS_DOCUMENTS, n_topics=2)
+
+
+def test_the_encoder_may_be_a_text_encoder_or_a_spec(model, tiny_encoder_dir):
+    from contrastext.models import TextEncoder
+
+    from_text_encoder = PhraseTopicModel(TextEncoder.from_pretrained(str(tiny_encoder_dir), max_length=64))
+    from_spec = PhraseTopicModel(str(tiny_encoder_dir), max_length=64)
+    expected = model.mine(NEWS_DOCUMENTS, n_topics=3, seed=1).phrase_topics
+    assert from_text_encoder.mine(NEWS_DOCUMENTS, n_topics=3, seed=1).phrase_topics == expected
+    assert from_spec.mine(NEWS_DOCUMENTS, n_topics=3, seed=1).phrase_topics == expected

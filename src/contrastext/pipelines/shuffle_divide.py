@@ -31,16 +31,7 @@ from pydantic import Field, model_validator
 
 from contrastext import storage
 from contrastext.clustering import spherical_kmeans
-from contrastext.config import (
-    EncoderConfig,
-    LossConfig,
-    OptimizerConfig,
-    OutputConfig,
-    RayConfig,
-    ScalingSettings,
-    Settings,
-    TrainConfig,
-)
+from contrastext.config import OutputConfig, RayConfig, Settings, TrainConfig
 from contrastext.data.documents import (
     Cleaning,
     Documents,
@@ -55,6 +46,7 @@ from contrastext.data.documents import (
 )
 from contrastext.data.paths import DATA_ENV, resolve_data_path
 from contrastext.manifest import write_json_atomic, write_manifest
+from contrastext.methods.shuffle_divide import default_shuffle_divide_train, epoch_train_config
 from contrastext.metrics.clustering import clustering_scores, silhouette
 from contrastext.report import format_table
 from contrastext.stages import Stage, say
@@ -62,16 +54,6 @@ from contrastext.stages import Stage, say
 
 JOB = "shuffle_divide"
 _SCORE_KEYS = ("silhouette", "tfidf_silhouette", "acc", "nmi", "ami")
-
-
-def _default_train() -> TrainConfig:
-    return TrainConfig(
-        encoder=EncoderConfig(pooling="mean", max_length=128),
-        optimizer=OptimizerConfig(lr=3e-5, schedule="constant", warmup_ratio=0.1),
-        loss=LossConfig(name="ntxent", params={"temperature": 0.1}),
-        scaling=ScalingSettings(num_workers=1, cpus_per_worker=2),
-        epochs=1, batch_size=64, checkpoint_every_steps=50,
-    )
 
 
 class DocumentSource(Settings):
@@ -119,7 +101,7 @@ class ShuffleDivideConfig(Settings):
     silhouette_sample_size: int | None = Field(5000, ge=2)
     projection: Literal["tsne", "pca"] = "tsne"
     keep_epoch_models: bool = Field(True, description="False: delete an epoch's model once the next exists")
-    train: TrainConfig = Field(default_factory=_default_train)
+    train: TrainConfig = Field(default_factory=default_shuffle_divide_train)
     output: OutputConfig = Field(default_factory=lambda: OutputConfig(name="shuffle_divide"))
     ray: RayConfig = Field(default_factory=RayConfig)
 
@@ -245,11 +227,7 @@ def _train_epoch(epoch: int, previous_model: str, pairs: list[dict[str, str]], r
 
     from contrastext.train import fit
 
-    train = config.train.model_copy(deep=True)
-    train.encoder.model = previous_model
-    train.seed = config.train.seed + epoch
-    if epoch > 1:
-        train.optimizer.warmup_ratio = 0.0  # warm-up only at the very start of training
+    train = epoch_train_config(config.train, previous_model, epoch)
     grouped = config.negatives == "other_clusters"
     columns = ("anchor", "positive", "group") if grouped else ("anchor", "positive")
     if grouped:

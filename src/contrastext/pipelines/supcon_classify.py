@@ -23,17 +23,10 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from contrastext import storage
-from contrastext.config import (
-    ClassifierConfig,
-    EncoderConfig,
-    LossConfig,
-    OutputConfig,
-    RayConfig,
-    Settings,
-    TrainConfig,
-)
+from contrastext.config import OutputConfig, RayConfig, Settings, TrainConfig
 from contrastext.data.paths import DATA_ENV, data_root
 from contrastext.manifest import file_checksum, write_json_atomic, write_manifest
+from contrastext.methods.classify_settings import ClassifyLoss, classify_train_config, default_classify_train
 from contrastext.report import format_table
 from contrastext.stages import Stage
 
@@ -66,24 +59,6 @@ class LabelledTextData(Settings):
     seed: int = 0
 
 
-class ClassifyLoss(Settings):
-    focal_weight: float = Field(1.0, ge=0)
-    ntxent_weight: float = Field(0.0, ge=0, description="λ: weight of supervised NT-Xent on the embeddings")
-    gamma: float = Field(2.0, ge=0, description="focal loss focusing parameter (0: cross-entropy)")
-    temperature: float = Field(0.1, gt=0, description="NT-Xent temperature")
-
-    @model_validator(mode="after")
-    def _something_to_train(self) -> "ClassifyLoss":
-        if self.focal_weight == 0 and self.ntxent_weight == 0:
-            raise ValueError("focal_weight and ntxent_weight are both 0")
-        return self
-
-    def to_loss_config(self) -> LossConfig:
-        if self.ntxent_weight == 0:
-            return LossConfig(name="focal", params={"gamma": self.gamma, "focal_weight": self.focal_weight})
-        return LossConfig(name="focal_supcon", params=self.model_dump())
-
-
 class VariantConfig(Settings):
     name: str = Field(description="folder name of the variant's outputs")
     loss: ClassifyLoss = Field(default_factory=ClassifyLoss)
@@ -112,19 +87,12 @@ def _default_variants() -> list[VariantConfig]:
     ]
 
 
-def _default_train() -> TrainConfig:
-    return TrainConfig(objective="classify", loss=LossConfig(name="focal"), columns=("text", "label"),
-                       encoder=EncoderConfig(pooling="mean", normalize=False, max_length=128),
-                       classifier=ClassifierConfig(samples_per_class=4), batch_size=32, epochs=1,
-                       checkpoint_every_steps=None, log_every_steps=5)
-
-
 class SupconClassifyConfig(Settings):
     """Train and compare classifier variants on a labelled text set (default: 20 Newsgroups)."""
 
     data: LabelledTextData = Field(default_factory=LabelledTextData)
     variants: list[VariantConfig] = Field(default_factory=_default_variants, min_length=1)
-    train: TrainConfig = Field(default_factory=_default_train,
+    train: TrainConfig = Field(default_factory=default_classify_train,
                                description="shared by every variant; loss and classifier.* come from the variant")
     eval_batch_size: int = Field(64, ge=1)
     tsne: bool = Field(True, description="a t-SNE plot of the test embeddings per variant")
@@ -272,20 +240,9 @@ def load_labelled_data(config: LabelledTextData) -> LabelledData:
 def variant_train_config(config: SupconClassifyConfig, variant: VariantConfig, num_labels: int,
                          model: str | None) -> TrainConfig:
     """The job's train block with what the variant sets: loss, head options, start model, epochs, rates."""
-    data = config.train.model_dump()
-    data["columns"] = ("text", "label")  # the job builds the training rows itself
-    data["loss"] = variant.loss.to_loss_config().model_dump()
-    data["classifier"].update(num_labels=num_labels, freeze_encoder=variant.freeze_encoder,
-                              reset_head=variant.reset_head)
-    if variant.head_lr:
-        data["classifier"]["head_lr"] = variant.head_lr
-    if model is not None:
-        data["encoder"]["model"] = model
-    if variant.epochs:
-        data["epochs"] = variant.epochs
-    if variant.lr:
-        data["optimizer"]["lr"] = variant.lr
-    return TrainConfig.model_validate(data)
+    return classify_train_config(config.train, variant.loss, num_labels, model,
+                                 freeze_encoder=variant.freeze_encoder, reset_head=variant.reset_head, epochs=variant.epochs, lr=variant.lr,
+                                 head_lr=variant.head_lr)
 
 
 def _evaluate(model_path: str, data: LabelledData, config: SupconClassifyConfig, variant: str,

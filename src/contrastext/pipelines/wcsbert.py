@@ -42,11 +42,11 @@ from contrastext.selftrain.prototypes import (
     classify_by_prototypes,
     label_prototypes,
     pool_embeddings,
-    prototype_scores,
     refine_prototypes,
 )
 from contrastext.selftrain.pseudo_pairs import PseudoPairs, category_pairs_of_pages, text_pairs
-from contrastext.selftrain.scoring import changed_share, embed_label_strings, score_pool
+from contrastext.selftrain.scoring import changed_share, embed_label_strings, label_prompt_vectors, score_pool
+from contrastext.selftrain.teachers import PrototypeTeacher
 from contrastext.stages import Stage, say
 
 
@@ -560,10 +560,10 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: str, model: str, 
     pool = score_pool(embeddings_dir, scorer, label_set, labels.template)
     scores = pool.scores
     if config.rounds.pseudo_labels == "prototypes":
-        stored = pool_embeddings(embeddings_dir, pool.ids)
-        seeds = label_prototypes(stored, pool.scores, config.rounds.prototype_fraction,
-                                 fallback=_prompt_vectors(scorer, label_set, labels.template))
-        scores = prototype_scores(stored, refine_prototypes(stored, seeds, config.rounds.prototype_iterations))
+        teacher = PrototypeTeacher(fraction=config.rounds.prototype_fraction,
+                                   iterations=config.rounds.prototype_iterations)
+        scores = teacher.scores(pool_embeddings(embeddings_dir, pool.ids), pool.scores,
+                                label_prompt_vectors(scorer, label_set, labels.template))
     pseudo = select(scores, config.rounds.selection, pool.alias)
     storage.write_npy(storage.join(stage, "pseudo_labels.npy"), pseudo.label)
     kept_ids = pool.ids[pseudo.kept]
@@ -630,7 +630,7 @@ def _prototypes(config: WCSBertConfig, encoder, embeddings_dir: str, label_set, 
     pool = score_pool(embeddings_dir, encoder, label_set, config.labels.template)
     stored = pool_embeddings(embeddings_dir, pool.ids)
     prototypes = label_prototypes(stored, pool.scores, config.evaluation.prototype_fraction,
-                                  fallback=_prompt_vectors(encoder, label_set, config.labels.template))
+                                  fallback=label_prompt_vectors(encoder, label_set, config.labels.template))
     prototypes = refine_prototypes(stored, prototypes, config.evaluation.prototype_iterations)
     storage.write_npy(storage.join(run, "label_prototypes.npy"), prototypes)
     write_json_atomic(storage.join(run, "label_prototypes.json"), {"labels": config.labels.names,
@@ -638,15 +638,6 @@ def _prototypes(config: WCSBertConfig, encoder, embeddings_dir: str, label_set, 
                                                       "iterations": config.evaluation.prototype_iterations,
                                                       "embeddings": embeddings_dir})
     return prototypes
-
-
-def _prompt_vectors(encoder, label_set, template: str) -> np.ndarray:
-    """[labels, D]: each label's mean alias-prompt embedding (the prototype of a label no pool item takes)."""
-    from contrastext.zeroshot import ZeroShotClassifier
-
-    aliases = ZeroShotClassifier(encoder, template=template).alias_embeddings(label_set)
-    _, owner = label_set.flat()
-    return np.stack([aliases[owner == label].mean(axis=0) for label in range(len(label_set.labels))])
 
 
 def _label_mapping_accuracy(eval_set: EvalSet, encoder, run: str, round_index: int) -> float | None:

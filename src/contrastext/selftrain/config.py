@@ -103,7 +103,8 @@ class PoolConfig(Settings):
 ROUND_MAX_LENGTH = 64
 
 
-def _round_train() -> TrainConfig:
+def round_train() -> TrainConfig:
+    """A round's training: MNR, batch 32, one epoch, the first 64 tokens, one 2-core worker."""
     return TrainConfig(batch_size=32, epochs=1, encoder=EncoderConfig(max_length=ROUND_MAX_LENGTH),
                        optimizer=OptimizerConfig(lr=2e-5, warmup_ratio=0.1), no_duplicates=False,
                        checkpoint_every_steps=None, scaling=DEFAULT_SCALING.model_copy())
@@ -126,7 +127,7 @@ class RoundsConfig(Settings):
         "previous", description="round r trains from round r-1's model, or always from the stage-1 model")
     reencode: bool = Field(True, description="re-encode the pool with each round's model (False: score the "
                                              "stored embeddings again, faster, with the new label prompts)")
-    train: TrainConfig = Field(default_factory=_round_train)
+    train: TrainConfig = Field(default_factory=round_train)
     guard: bool = Field(True, description="label-free: keep the model whose pool labels best follow the pool's "
                                           "neighbourhoods under the round-0 model and stay nearest their own "
                                           "names (selftrain.guard), stop when a round lowers it; off: the last "

@@ -36,6 +36,13 @@ def embed_label_strings(encoder, label_set: LabelSet, template: str) -> np.ndarr
     return ZeroShotClassifier(encoder, template=template).alias_embeddings(label_set)
 
 
+def label_prompt_vectors(encoder, label_set: LabelSet, template: str) -> np.ndarray:
+    """[labels, D]: each label's mean alias-prompt embedding (the prototype of a label no pool item takes)."""
+    aliases = embed_label_strings(encoder, label_set, template)
+    _, owner = label_set.flat()
+    return np.stack([aliases[owner == label].mean(axis=0) for label in range(len(label_set.labels))])
+
+
 def scan_pool(chunks: Iterable[tuple[np.ndarray, np.ndarray]], alias_embeddings: np.ndarray,
               owner: np.ndarray, n_labels: int, rows: int | None = None) -> PoolScores:
     """Label scores of ``(ids, embeddings)`` chunks against the aliases' embeddings (``owner``: each one's label).

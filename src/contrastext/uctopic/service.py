@@ -1,8 +1,8 @@
-"""Topic mining for a handful of documents at a time (the HTTP endpoint and the ``mine`` stage).
+"""Topic mining for a handful of documents at a time (the HTTP endpoint, the ``mine`` stage, library use).
 
-``PhraseTopicModel.load(spec).mine(documents)``: candidate phrases of the documents, their context-aware
-vectors, k-means topics (k by silhouette unless given), each phrase's context-agnostic topic (the mean of
-its instances' topic distributions) and the top phrases of every topic.
+``PhraseTopicModel().mine(documents)``: candidate phrases of the documents, their context-aware vectors,
+topics (spherical k-means with k by silhouette unless given, or any clusterer), each phrase's
+context-agnostic topic (the mean of its instances' topic distributions) and the top phrases of every topic.
 """
 
 from __future__ import annotations
@@ -13,10 +13,17 @@ from typing import Literal, Sequence
 
 import numpy as np
 
+from contrastext.clustering import Clusterer
 from contrastext.models.resolve import DEFAULT_MODEL
 from contrastext.uctopic.candidates import Extractor, NgramSettings, document_phrases
 from contrastext.uctopic.phrases import OffsetSentenceSplitter, PhraseInstance
-from contrastext.uctopic.topics import Clustering, cluster_phrases, phrase_topics, topic_distributions
+from contrastext.uctopic.topics import (
+    Clustering,
+    cluster_phrases,
+    cluster_phrases_with,
+    phrase_topics,
+    topic_distributions,
+)
 
 
 @dataclass
@@ -56,9 +63,20 @@ class TopicsResult:
 
 
 class PhraseTopicModel:
-    def __init__(self, encoder, *, batch_size: int = 64, temperature: float = 0.05,
-                 extractor: Extractor = "auto", ngram: NgramSettings | None = None):
-        self.encoder = encoder
+    """Phrase topics of documents.
+
+    ``encoder``: a ``PhraseEncoder``, a ``TextEncoder`` (a phrase is the mean of its span's token states in
+    the encoded sentence), or a model spec (``bundled:minilm``, a folder, a cached Hugging Face id).
+    ``clusterer``: None for spherical k-means with k chosen by silhouette among ``mine``'s ``k_min..k_max``
+    (or ``n_topics``); else any object with ``fit_predict(embeddings) -> cluster ids`` (ints ≥ 0, one per
+    phrase instance; scikit-learn's clusterers qualify), which then decides the number of topics.
+    """
+
+    def __init__(self, encoder=DEFAULT_MODEL, *, clusterer: Clusterer | None = None, batch_size: int = 64,
+                 temperature: float = 0.05, extractor: Extractor = "auto", ngram: NgramSettings | None = None,
+                 max_length: int = 128):
+        self.encoder = phrase_encoder(encoder, max_length)
+        self.clusterer = clusterer
         self.batch_size = batch_size
         self.temperature = temperature
         self.extractor = extractor
@@ -70,9 +88,7 @@ class PhraseTopicModel:
              **kwargs) -> "PhraseTopicModel":
         """``spec``: a folder written by the pretrain/finetune stages, or any encoder spec
         (``bundled:minilm``, a local folder, a cached Hugging Face id)."""
-        from contrastext.uctopic.encoder import PhraseEncoder
-
-        return cls(PhraseEncoder.from_pretrained(spec, max_length=max_length, device=device), **kwargs)
+        return cls(phrase_encoder(spec, max_length, device), **kwargs)
 
     def extract(self, documents: Sequence[str]) -> tuple[list[PhraseInstance], str]:
         return document_phrases(documents, extractor=self.extractor, ngram=self.ngram, splitter=self._splitter)
@@ -83,6 +99,9 @@ class PhraseTopicModel:
             raise ValueError("documents must be a list of strings")
         if not any(d.strip() for d in documents):
             raise ValueError("no document has any text")
+        if n_topics != "auto" and self.clusterer is not None:
+            raise ValueError("n_topics is for the default clusterer; the clusterer given to the model sets the "
+                             "number of topics itself")
         if n_topics != "auto" and (not isinstance(n_topics, int) or n_topics < 1):
             raise ValueError(f"n_topics must be a positive integer or 'auto', got {n_topics!r}")
         if k_min < 2 or k_max < k_min:
@@ -100,7 +119,10 @@ class PhraseTopicModel:
                              f"instances ({distinct} distinct), at least {needed} needed; send more or longer "
                              f"documents or fewer topics")
         embeddings = self.encoder.encode(instances, batch_size=self.batch_size)
-        clustering = cluster_phrases(embeddings, n_topics, k_min=k_min, k_max=k_max, seed=seed)
+        if self.clusterer is not None:
+            clustering = cluster_phrases_with(self.clusterer, embeddings, seed=seed)
+        else:
+            clustering = cluster_phrases(embeddings, n_topics, k_min=k_min, k_max=k_max, seed=seed)
         return self.topics_of(instances, embeddings, clustering, top_phrases=top_phrases, extractor=extractor)
 
     def topics_of(self, instances: Sequence[PhraseInstance], embeddings: np.ndarray, clustering: Clustering, *,
@@ -126,3 +148,18 @@ class PhraseTopicModel:
                             occurrences=occurrences, phrase_topics={k: int(v) for k, v in topic_of.items()},
                             silhouette_by_k={int(k): float(v) for k, v in clustering.silhouette_by_k.items()},
                             extractor=extractor, instances=len(instances))
+
+
+def phrase_encoder(encoder, max_length: int = 128, device: str | None = None):
+    """A phrase encoder from a model spec or a ``TextEncoder`` (its transformer); any other object is taken
+    as a phrase encoder already (``encode(instances, batch_size=...)``)."""
+    import os
+
+    from contrastext.models.encoder import TextEncoder
+    from contrastext.uctopic.encoder import PhraseEncoder
+
+    if isinstance(encoder, (str, os.PathLike)):
+        return PhraseEncoder.from_pretrained(encoder, max_length=max_length, device=device)
+    if isinstance(encoder, TextEncoder):
+        return PhraseEncoder(encoder)
+    return encoder

@@ -10,7 +10,13 @@ from typing import Sequence
 
 import numpy as np
 
-from contrastext.clustering import KMeansResult, select_k_by_silhouette, spherical_kmeans
+from contrastext.clustering import (
+    Clusterer,
+    KMeansResult,
+    result_of_assignments,
+    select_k_by_silhouette,
+    spherical_kmeans,
+)
 from contrastext.uctopic.phrases import PhraseInstance, pair_row
 
 
@@ -47,6 +53,18 @@ def cluster_phrases(embeddings: np.ndarray, n_topics: int | str = "auto", *, k_m
         from contrastext.metrics.clustering import silhouette
 
         scores[k] = silhouette(embeddings, result.assignments, sample_size=silhouette_sample, seed=seed)
+    return Clustering(k, result, scores)
+
+
+def cluster_phrases_with(clusterer: Clusterer, embeddings: np.ndarray, *, seed: int = 0,
+                          silhouette_sample: int | None = 5000) -> Clustering:
+    """Topics from any clusterer's ``fit_predict``: its ids renumbered 0..k-1, each centroid its rows' unit mean."""
+    from contrastext.metrics.clustering import silhouette
+
+    result = result_of_assignments(embeddings, clusterer.fit_predict(np.asarray(embeddings)))
+    k = len(result.centroids)
+    scores = {k: silhouette(embeddings, result.assignments, sample_size=silhouette_sample, seed=seed)} \
+        if 2 <= k < len(embeddings) else {}
     return Clustering(k, result, scores)
 
 

@@ -1,0 +1,121 @@
+"""ShuffleDivide: a document encoder trained without labels, then clustered.
+
+    model = ShuffleDivide(n_clusters=5)
+    clusters = model.fit_predict(documents)
+
+Every epoch is the job's epoch (``contrastext.pipelines.shuffle_divide``) on documents held in memory:
+each document's sentences (or words) are shuffled and cut in half, the halves are a positive pair for
+NT-Xent (the other documents of the batch its negatives), and one epoch of ``contrastext.train.fit``
+trains from the previous epoch's model. The clusterer is pluggable: any object with
+``fit_predict(embeddings) -> cluster ids`` (default: spherical k-means, ``contrastext.clustering``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from contrastext.clustering import Clusterer, SphericalKMeans
+from contrastext.config import EncoderConfig, LossConfig, OptimizerConfig, ScalingSettings, TrainConfig
+from contrastext.data.documents import ShuffleUnit, shuffle_divide_pairs, split_units
+from contrastext.methods.training import encoder_spec, fit_rows, load_text_encoder, work_folder
+from contrastext.models.resolve import DEFAULT_MODEL
+
+
+def default_shuffle_divide_train() -> TrainConfig:
+    """NT-Xent (temperature 0.1) at a constant 3e-5 after warm-up, batch 64, one epoch per fit, 2-core worker."""
+    return TrainConfig(
+        encoder=EncoderConfig(pooling="mean", max_length=128),
+        optimizer=OptimizerConfig(lr=3e-5, schedule="constant", warmup_ratio=0.1),
+        loss=LossConfig(name="ntxent", params={"temperature": 0.1}),
+        scaling=ScalingSettings(num_workers=1, cpus_per_worker=2),
+        epochs=1, batch_size=64, checkpoint_every_steps=50,
+    )
+
+
+def epoch_train_config(base: TrainConfig, model: str, epoch: int) -> TrainConfig:
+    """Epoch ``epoch``'s fit (1-based): from ``model``, seeded by the epoch, warm-up only in the first."""
+    train = base.model_copy(deep=True)
+    train.encoder.model = model
+    train.seed = base.seed + epoch
+    if epoch > 1:
+        train.optimizer.warmup_ratio = 0.0
+    return train
+
+
+class ShuffleDivide:
+    """``fit(documents)`` trains the encoder; ``transform`` embeds; ``fit_predict`` also clusters.
+
+    ``clusterer``: default ``SphericalKMeans(n_clusters)``; any object with ``fit_predict`` instead (then
+    ``n_clusters`` is its business). ``epochs``: training epochs, each with freshly shuffled halves.
+    """
+
+    def __init__(self, encoder: Any = DEFAULT_MODEL, *, n_clusters: int = 8, clusterer: Clusterer | None = None,
+                 epochs: int = 1, shuffle_unit: ShuffleUnit = "sentence", min_units: int = 4,
+                 train: TrainConfig | None = None, max_length: int = 256, batch_size: int = 32, seed: int = 0,
+                 work_dir: str | os.PathLike[str] | None = None):
+        if epochs < 0:
+            raise ValueError(f"epochs must be ≥ 0, got {epochs}")
+        self.encoder = encoder
+        self.n_clusters = n_clusters
+        self.clusterer: Clusterer = clusterer if clusterer is not None else SphericalKMeans(n_clusters, seed=seed)
+        self.epochs = epochs
+        self.shuffle_unit: ShuffleUnit = shuffle_unit
+        self.min_units = min_units
+        self.train = train or default_shuffle_divide_train()
+        if self.train.loss.name not in ("ntxent", "mnr"):
+            raise ValueError("train.loss.name must be a pair loss (ntxent or mnr): the pairs have no labels")
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self.seed = seed
+        self.work_dir = work_dir
+        self.encoder_ = None
+        self.history_: list[dict[str, Any]] = []
+
+    def fit(self, documents: Sequence[str]) -> "ShuffleDivide":
+        documents = _checked_documents(documents)
+        folder = work_folder(self.work_dir, "shuffle-divide")
+        model = encoder_spec(self.encoder, folder / "start")
+        encoder = load_text_encoder(self.encoder, self.max_length)
+        units = split_units(documents, self.shuffle_unit) if self.epochs else []
+        self.history_ = []
+        for epoch in range(1, self.epochs + 1):
+            pairs = shuffle_divide_pairs(units, epoch=epoch, seed=self.seed, min_units=self.min_units)
+            if not pairs:
+                raise ValueError(f"no document has {self.min_units} {self.shuffle_unit}s to shuffle and divide; "
+                                 "lower min_units or use shuffle_unit='word'")
+            rows = [{"anchor": p["anchor"], "positive": p["positive"]} for p in pairs]
+            result = fit_rows(rows, epoch_train_config(self.train, model, epoch), folder, f"epoch_{epoch:03d}")
+            model = result.model_path
+            self.history_.append({"epoch": epoch, "pairs": len(rows), "steps": result.steps,
+                                  "loss": result.metrics.get("loss"), "model": model})
+            encoder = load_text_encoder(model, self.max_length)
+        self.encoder_ = encoder
+        return self
+
+    def transform(self, documents: Sequence[str]) -> np.ndarray:
+        if self.encoder_ is None:
+            raise RuntimeError("call fit(documents) first")
+        return self.encoder_.encode(_checked_documents(documents), batch_size=self.batch_size)
+
+    def fit_predict(self, documents: Sequence[str]) -> np.ndarray:
+        """Train on ``documents``, then cluster their embeddings: one cluster id per document."""
+        return np.asarray(self.clusterer.fit_predict(self.fit(documents).transform(documents)))
+
+    def save(self, path: str | os.PathLike[str]):
+        """The trained encoder in sentence-transformers format (``ShuffleDivide(path)`` starts from it)."""
+        if self.encoder_ is None:
+            raise RuntimeError("call fit(documents) first")
+        return self.encoder_.save(path)
+
+
+def _checked_documents(documents: Sequence[str]) -> list[str]:
+    if isinstance(documents, str):
+        raise ValueError("documents must be a list of strings, not one string")
+    documents = list(documents)
+    if not documents or not all(isinstance(d, str) for d in documents):
+        raise ValueError("documents must be a non-empty list of strings")
+    return documents

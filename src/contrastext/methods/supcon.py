@@ -1,0 +1,106 @@
+"""SupConClassifier: an encoder and a linear head trained with focal loss + λ·supervised NT-Xent.
+
+    model = SupConClassifier().fit(texts, labels)
+    model.predict(["another text"])
+
+The same training as the ``supcon_classify`` job's variants (the ``classify`` objective of
+``contrastext.train``, class-balanced batches, ``contrastext.methods.classify_settings``), on texts held in
+memory. The saved folder is a ``TextClassifier`` folder (the encoder in sentence-transformers format, the
+head beside it) plus ``supcon_classifier.json`` with the classes as given (strings or integers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from contrastext.config import TrainConfig
+from contrastext.methods.classify_settings import ClassifyLoss, classify_train_config, default_classify_train
+from contrastext.methods.training import encoder_spec, fit_rows, work_folder
+from contrastext.models.resolve import DEFAULT_MODEL
+
+MANIFEST = "supcon_classifier.json"
+
+
+class SupConClassifier:
+    """``fit(texts, labels)`` trains encoder + head; ``predict`` gives labels, ``predict_proba`` [N, classes].
+
+    ``ntxent_weight`` is λ (0: focal loss alone); ``train`` overrides the whole train block (default: the
+    job's, batch 32 with 4 rows per class, mean pooling, 128 tokens). ``classes_`` holds the labels in the
+    order of ``predict_proba``'s columns (sorted).
+    """
+
+    def __init__(self, encoder: Any = DEFAULT_MODEL, *, ntxent_weight: float = 1.0, focal_weight: float = 1.0,
+                 gamma: float = 2.0, temperature: float = 0.1, epochs: int = 1, lr: float | None = None,
+                 head_lr: float | None = None, train: TrainConfig | None = None, batch_size: int = 64,
+                 work_dir: str | os.PathLike[str] | None = None):
+        self.encoder = encoder
+        self.loss = ClassifyLoss(focal_weight=focal_weight, ntxent_weight=ntxent_weight, gamma=gamma,
+                                 temperature=temperature)
+        self.epochs = epochs
+        self.lr = lr
+        self.head_lr = head_lr
+        self.train = train or default_classify_train()
+        self.batch_size = batch_size
+        self.work_dir = work_dir
+        self.model_ = None
+        self.classes_: list[Any] = []
+
+    def fit(self, texts: Sequence[str], labels: Sequence[Any]) -> "SupConClassifier":
+        from contrastext.models.classifier import TextClassifier
+
+        texts = list(texts)
+        labels = [label.item() if isinstance(label, np.generic) else label for label in labels]
+        if len(texts) != len(labels):
+            raise ValueError(f"{len(texts)} texts but {len(labels)} labels")
+        if not all(isinstance(t, str) for t in texts):
+            raise ValueError("texts must be strings")
+        self.classes_ = sorted(set(labels))
+        if len(self.classes_) < 2:
+            raise ValueError("a classifier needs at least two distinct labels")
+        index = {label: i for i, label in enumerate(self.classes_)}
+        folder = work_folder(self.work_dir, "supcon")
+        config = classify_train_config(self.train, self.loss, len(self.classes_),
+                                       encoder_spec(self.encoder, folder / "start"), reset_head=True,
+                                       epochs=self.epochs, lr=self.lr, head_lr=self.head_lr)
+        rows = [{"text": text, "label": index[label]} for text, label in zip(texts, labels)]
+        result = fit_rows(rows, config, folder, "fit")
+        self.model_ = TextClassifier.from_pretrained(result.model_path, labels=[str(c) for c in self.classes_],
+                                                     max_length=config.encoder.max_length)
+        return self
+
+    def _check_fitted(self) -> None:
+        if self.model_ is None:
+            raise RuntimeError("call fit(texts, labels) first, or SupConClassifier.load(folder)")
+
+    def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
+        self._check_fitted()
+        return self.model_.predict(list(texts), batch_size=self.batch_size).probabilities
+
+    def predict(self, texts: Sequence[str]) -> list[Any]:
+        return [self.classes_[i] for i in self.predict_proba(texts).argmax(axis=1)]
+
+    def transform(self, texts: Sequence[str]) -> np.ndarray:
+        """The embeddings the head reads (where supervised NT-Xent pulls each class together)."""
+        self._check_fitted()
+        return self.model_.encoder.encode(list(texts), batch_size=self.batch_size)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        self._check_fitted()
+        target = self.model_.save(path)
+        (target / MANIFEST).write_text(json.dumps({"classes": self.classes_}, indent=2), encoding="utf-8")
+        return target
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], **kwargs) -> "SupConClassifier":
+        from contrastext.models.classifier import TextClassifier
+
+        model = cls(str(path), **kwargs)
+        model.classes_ = json.loads((Path(path) / MANIFEST).read_text(encoding="utf-8"))["classes"]
+        model.model_ = TextClassifier.from_pretrained(str(path))
+        return model

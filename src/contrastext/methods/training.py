@@ -1,0 +1,55 @@
+"""What the façades share: the encoder a fit starts from, and one Ray Train fit on rows held in memory."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from contrastext.config import OutputConfig, TrainConfig
+
+
+def work_folder(work_dir: str | os.PathLike[str] | None, prefix: str) -> Path:
+    """Where a façade's checkpoints go: ``work_dir`` (made if missing), else a new temporary folder."""
+    if work_dir is None:
+        return Path(tempfile.mkdtemp(prefix=f"contrastext-{prefix}-"))
+    folder = Path(work_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def encoder_spec(encoder: Any, folder: Path) -> str:
+    """A model spec the training workers can load: a spec as given, or an encoder object saved to ``folder``."""
+    if isinstance(encoder, (str, os.PathLike)):
+        return str(encoder)
+    return str(encoder.save(folder))
+
+
+def load_text_encoder(encoder: Any, max_length: int | None = None):
+    """A ``TextEncoder``: the object itself, or loaded from a spec (``bundled:minilm``, a folder, an HF id)."""
+    from contrastext.models import TextEncoder
+
+    if isinstance(encoder, (str, os.PathLike)):
+        return TextEncoder.from_pretrained(encoder, max_length=max_length)
+    return encoder
+
+
+def fit_rows(rows: list[dict[str, Any]], config: TrainConfig, work_dir: Path, name: str):
+    """Train ``config`` on ``rows`` (a Ray Dataset made from them) with ``contrastext.train.fit``; the result's
+    ``model_path`` is the exported model. Every call trains in a new folder under ``work_dir``, so nothing
+    resumes an earlier fit by accident."""
+    import ray.data
+
+    from contrastext.runtime import init_ray
+    from contrastext.train import fit
+
+    if not rows:
+        raise ValueError("nothing to train on")
+    init_ray()
+    run = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=work_dir))
+    result = fit(ray.data.from_items(rows), config, OutputConfig(storage_path=str(run), name="fit"),
+                 rows=len(rows), export_model_to=run / "model")
+    if result.model_path is None:
+        raise RuntimeError(f"{name}: training finished without a model to export")
+    return result

@@ -1,0 +1,164 @@
+"""WCSBert: zero-shot classification by self-training on the user's own unlabelled texts.
+
+    model = WCSBert().fit(texts, labels=["World", "Sports", "Business", "Science"])
+    model.predict(["The striker scored twice."])  # ["Sports"]
+
+Each round is the job's round (``contrastext.pipelines.wcsbert``) on texts held in memory: the current
+model scores the texts against the label prompts, the teacher turns those scores into pseudo-labels, the
+most confident share of each label (``selection``) pairs its texts with the label's best prompt, and MNR
+training on those pairs (``contrastext.train.fit``) gives the next round's model. No label of a text is
+ever read: ``labels`` are the names of the classes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from contrastext.config import TrainConfig
+from contrastext.methods.training import encoder_spec, fit_rows, load_text_encoder, work_folder
+from contrastext.models.resolve import DEFAULT_MODEL
+from contrastext.selftrain.config import round_train
+from contrastext.selftrain.pseudo_labels import SelectionConfig, select
+from contrastext.selftrain.pseudo_pairs import text_pairs
+from contrastext.selftrain.scoring import changed_share, label_prompt_vectors
+from contrastext.selftrain.teachers import PromptTeacher, Teacher
+from contrastext.zeroshot import LabelSet, ZeroShotClassifier, validate_template
+
+MANIFEST = "wcsbert.json"
+
+
+def softmax(scores: np.ndarray, temperature: float) -> np.ndarray:
+    logits = np.asarray(scores, dtype=np.float64) / temperature
+    logits -= logits.max(axis=1, keepdims=True)
+    p = np.exp(logits)
+    return (p / p.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+class WCSBert:
+    """``fit(texts, labels, aliases)`` self-trains ``encoder`` for the label names; ``predict`` then classifies.
+
+    ``teacher``: a ``PromptTeacher`` (the default: each text's best label prompt) or a ``PrototypeTeacher``
+    (its nearest label prototype), or any object with their ``scores`` method. ``template`` puts a label (or
+    alias) into the prompt. ``train``: a round's training settings (default: the job's, MNR at batch 32).
+    ``predict_proba`` is a softmax of the label scores (cosines) over ``temperature``.
+    """
+
+    def __init__(self, encoder: Any = DEFAULT_MODEL, *, teacher: Teacher | None = None, rounds: int = 2,
+                 template: str = "{label}", selection: SelectionConfig | None = None,
+                 train: TrainConfig | None = None, max_pairs_per_label: int | None = 5000, max_length: int = 128,
+                 batch_size: int = 64, temperature: float = 0.05, work_dir: str | os.PathLike[str] | None = None):
+        if rounds < 0:
+            raise ValueError(f"rounds must be ≥ 0, got {rounds}")
+        self.encoder = encoder
+        self.teacher: Teacher = teacher if teacher is not None else PromptTeacher()
+        self.rounds = rounds
+        self.template = validate_template(template)
+        self.selection = selection or SelectionConfig()
+        self.train = train or round_train()
+        self.max_pairs_per_label = max_pairs_per_label
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self.temperature = temperature
+        self.work_dir = work_dir
+        self.encoder_ = None
+        self.label_set_: LabelSet | None = None
+        self.aliases_: dict[str, list[str]] = {}
+        self.history_: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------------ training
+    def fit(self, texts: Sequence[str], labels: Sequence[str],
+            aliases: Mapping[str, Sequence[str]] | None = None) -> "WCSBert":
+        texts = _checked_texts(texts)
+        self.label_set_ = LabelSet.build(labels, aliases)
+        self.aliases_ = {label: list(strings) for label, strings in (aliases or {}).items()}
+        folder = work_folder(self.work_dir, "wcsbert") if self.rounds else None
+        model = encoder_spec(self.encoder, folder / "start") if self.rounds else None
+        encoder = load_text_encoder(self.encoder, self.max_length)
+        self.history_ = []
+        previous = None
+        for r in range(1, self.rounds + 1):
+            pseudo, pairs = self._pseudo_pairs(encoder, texts)
+            if not len(pairs):
+                raise ValueError(f"round {r}: no text was kept for training; raise selection.top_fraction or "
+                                 "lower selection.threshold")
+            order = np.random.default_rng(self.train.seed + r).permutation(len(pairs))
+            rows = [{"anchor": pairs.anchors[i], "positive": pairs.positives[i]} for i in order]
+            train = self.train.model_copy(update={"encoder": self.train.encoder.model_copy(update={"model": model})})
+            result = fit_rows(rows, train, folder, f"round_{r}")
+            model = result.model_path
+            encoder = load_text_encoder(model, self.max_length)
+            kept = pseudo.kept_per_label(len(self.label_set_.labels)).tolist()
+            self.history_.append({"round": r, "kept": int(len(pseudo.kept)), "pairs": len(pairs),
+                                  "kept_per_label": dict(zip(self.label_set_.labels, kept)),
+                                  "labels_changed": changed_share(previous, pseudo.label), "steps": result.steps,
+                                  "model": model})
+            previous = pseudo.label
+        self.encoder_ = encoder
+        return self
+
+    def _pseudo_pairs(self, encoder, texts: list[str]):
+        embeddings = encoder.encode(texts, batch_size=self.batch_size)
+        prompt_scores, alias = ZeroShotClassifier(encoder, template=self.template).score_embeddings_with_aliases(
+            embeddings, self.label_set_)
+        scores = self.teacher.scores(embeddings, prompt_scores,
+                                     label_prompt_vectors(encoder, self.label_set_, self.template))
+        pseudo = select(scores, self.selection, alias)
+        return pseudo, text_pairs(texts, pseudo, self.label_set_, self.template, self.max_pairs_per_label)
+
+    # ------------------------------------------------------------------ inference
+    @property
+    def labels(self) -> list[str]:
+        self._check_fitted()
+        return list(self.label_set_.labels)
+
+    def scores(self, texts: Sequence[str]) -> np.ndarray:
+        """[N, labels] cosine of each text to each label's best prompt."""
+        self._check_fitted()
+        embeddings = self.encoder_.encode(_checked_texts(texts), batch_size=self.batch_size)
+        return ZeroShotClassifier(self.encoder_, template=self.template).score_embeddings(embeddings,
+                                                                                         self.label_set_)
+
+    def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
+        return softmax(self.scores(texts), self.temperature)
+
+    def predict(self, texts: Sequence[str]) -> list[str]:
+        labels = self.labels
+        return [labels[i] for i in self.scores(texts).argmax(axis=1)]
+
+    def _check_fitted(self) -> None:
+        if self.encoder_ is None or self.label_set_ is None:
+            raise RuntimeError("call fit(texts, labels) first, or WCSBert.load(folder)")
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """The model in sentence-transformers format plus ``wcsbert.json`` (labels, aliases, template)."""
+        self._check_fitted()
+        target = self.encoder_.save(path)
+        manifest = {"labels": list(self.label_set_.labels), "aliases": self.aliases_, "template": self.template,
+                    "temperature": self.temperature}
+        (target / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+        return target
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], **kwargs) -> "WCSBert":
+        manifest = json.loads((Path(path) / MANIFEST).read_text(encoding="utf-8"))
+        model = cls(str(path), template=manifest["template"], temperature=manifest["temperature"], **kwargs)
+        model.encoder_ = load_text_encoder(str(path), model.max_length)
+        model.label_set_ = LabelSet.build(manifest["labels"], manifest["aliases"])
+        model.aliases_ = manifest["aliases"]
+        return model
+
+
+def _checked_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str):
+        raise ValueError("texts must be a list of strings, not one string")
+    texts = list(texts)
+    if not texts or not all(isinstance(t, str) for t in texts):
+        raise ValueError("texts must be a non-empty list of strings")
+    return texts

@@ -1,0 +1,88 @@
+"""ShuffleDivide with the bundled MiniLM on a tiny separable set: documents of four sentences each, made
+from the demo texts of three topics. An epoch of Shuffle & Divide pulls each document's two halves
+together against the other documents, fit_predict clusters the three topics exactly, and the clusterer is
+pluggable."""
+
+import numpy as np
+import pytest
+
+from contrastext import ShuffleDivide
+from contrastext.config import LossConfig
+from contrastext.data.documents import shuffle_divide_pairs, split_units
+from contrastext.methods.shuffle_divide import default_shuffle_divide_train
+from contrastext.metrics.clustering import clustering_accuracy
+
+TOPICS = ("Sports", "Science", "Business")
+
+
+@pytest.fixture(scope="module")
+def articles():
+    """Five documents per topic, document j of a topic its demo sentences 2j .. 2j+3 (of 10, wrapping)."""
+    from contrastext.data.demo import load_demo_labels
+
+    rows = load_demo_labels()["texts"]
+    documents, labels = [], []
+    for topic in TOPICS:
+        sentences = [row["text"] for row in rows if row["label"] == topic]
+        for j in range(5):
+            documents.append(" ".join(sentences[(2 * j + k) % len(sentences)] for k in range(4)))
+            labels.append(topic)
+    return documents, labels
+
+
+def _halves_margin(model: ShuffleDivide, documents) -> float:
+    """Mean cosine of a document's two halves (epoch 1's pairs) less its mean cosine to the other halves."""
+    pairs = shuffle_divide_pairs(split_units(documents, "sentence"), epoch=1, seed=model.seed)
+    anchors = model.transform([p["anchor"] for p in pairs])
+    positives = model.transform([p["positive"] for p in pairs])
+    anchors /= np.linalg.norm(anchors, axis=1, keepdims=True)
+    positives /= np.linalg.norm(positives, axis=1, keepdims=True)
+    similarity = anchors @ positives.T
+    own = np.diag(similarity)
+    others = (similarity.sum(axis=1) - own) / (len(own) - 1)
+    return float(np.mean(own - others))
+
+
+@pytest.fixture(scope="module")
+def untrained(articles):
+    documents, _ = articles
+    return ShuffleDivide(n_clusters=3, epochs=0, max_length=128).fit(documents)
+
+
+@pytest.mark.integration
+@pytest.mark.ray
+@pytest.mark.slow
+def test_an_epoch_pulls_halves_together_and_the_three_sports_cluster_exactly(ray_session, articles, untrained,
+                                                                              tmp_path):
+    documents, labels = articles
+    train = default_shuffle_divide_train().model_copy(update={"batch_size": 5})
+    model = ShuffleDivide(n_clusters=3, epochs=1, max_length=128, train=train, work_dir=tmp_path)
+    clusters = model.fit_predict(documents)
+    assert clustering_accuracy(labels, clusters) == 1.0
+    (record,) = model.history_
+    assert record["pairs"] == 15 and record["steps"] == 3
+    assert _halves_margin(model, documents) > _halves_margin(untrained, documents) + 0.01
+    # the saved encoder is the trained one: a new ShuffleDivide starting from it embeds alike
+    reloaded = ShuffleDivide(str(model.save(tmp_path / "encoder")), epochs=0, max_length=128).fit(documents)
+    np.testing.assert_allclose(reloaded.transform(documents[:3]), model.transform(documents[:3]), atol=1e-5)
+
+
+@pytest.mark.integration
+def test_any_fit_predict_clusterer_plugs_in(articles, untrained):
+    from sklearn.cluster import AgglomerativeClustering
+
+    documents, labels = articles
+    clusterer = AgglomerativeClustering(n_clusters=3, metric="cosine", linkage="average")
+    model = ShuffleDivide(clusterer=clusterer, epochs=0, max_length=128)
+    clusters = model.fit_predict(documents)
+    np.testing.assert_array_equal(clusters, clusterer.fit_predict(untrained.transform(documents)))
+    assert clustering_accuracy(labels, clusters) == 1.0
+
+
+def test_wrong_use_is_refused():
+    with pytest.raises(ValueError, match="epochs"):
+        ShuffleDivide(epochs=-1)
+    with pytest.raises(RuntimeError, match="fit"):
+        ShuffleDivide().transform(["a document"])
+    with pytest.raises(ValueError, match="pair loss"):
+        ShuffleDivide(train=default_shuffle_divide_train().model_copy(update={"loss": LossConfig(name="supcon")}))

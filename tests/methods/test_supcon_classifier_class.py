@@ -1,0 +1,83 @@
+"""SupConClassifier on the tiny random encoder: three classes of texts drawn from disjoint vocabularies.
+Before training the head guesses; after focal + supervised NT-Xent every held-out text is right and the
+classes sit apart in the embedding space."""
+
+import numpy as np
+import pytest
+
+from contrastext import SupConClassifier
+from contrastext.methods.classify_settings import default_classify_train
+from contrastext.metrics.clustering import silhouette
+
+VOCABULARY = {
+    "sport": "striker goal match league coach referee stadium penalty keeper season".split(),
+    "money": "bank rates inflation shares market bond profit loan budget tax".split(),
+    "tech": "phone screen battery chip software laptop camera app cloud robot".split(),
+}
+
+
+def _texts(per_class: int, seed: int) -> tuple[list[str], list[str]]:
+    rng = np.random.default_rng(seed)
+    texts, labels = [], []
+    for label, words in VOCABULARY.items():
+        for _ in range(per_class):
+            texts.append(" ".join(rng.choice(words, size=6)))
+            labels.append(label)
+    return texts, labels
+
+
+def _accuracy(predicted, gold) -> float:
+    return float(np.mean(np.array(predicted) == np.array(gold)))
+
+
+@pytest.fixture(scope="module")
+def trained(ray_session, tiny_encoder_dir, tmp_path_factory):
+    texts, labels = _texts(24, seed=0)
+    train = default_classify_train().model_copy(update={"batch_size": 12, "log_every_steps": 1})
+    model = SupConClassifier(str(tiny_encoder_dir), ntxent_weight=1.0, epochs=4, lr=1e-3, head_lr=0.05,
+                             train=train, work_dir=tmp_path_factory.mktemp("supcon"))
+    return model.fit(texts, labels)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_training_separates_held_out_texts_of_three_classes(trained, tiny_encoder_dir):
+    import torch
+
+    from contrastext.models.classifier import TextClassifier
+
+    texts, gold = _texts(10, seed=1)
+    classes = sorted(VOCABULARY)
+    torch.manual_seed(0)  # the new head's initial weights
+    untrained = TextClassifier.from_pretrained(str(tiny_encoder_dir), num_labels=3)
+    before = _accuracy([classes[i] for i in untrained.predict(texts).labels], gold)
+    assert trained.classes_ == classes
+    assert _accuracy(trained.predict(texts), gold) == 1.0
+    assert before < 0.7, before
+    # supervised NT-Xent pulls each class together in the embedding space the head reads
+    codes = [classes.index(g) for g in gold]
+    assert silhouette(trained.transform(texts), codes) > silhouette(untrained.encoder.encode(texts), codes) + 0.2
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_probabilities_save_and_load(trained, tmp_path):
+    texts, _ = _texts(3, seed=2)
+    proba = trained.predict_proba(texts)
+    assert proba.shape == (9, 3)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-5)
+    assert [trained.classes_[i] for i in proba.argmax(axis=1)] == trained.predict(texts)
+    loaded = SupConClassifier.load(trained.save(tmp_path / "model"))
+    assert loaded.classes_ == trained.classes_
+    np.testing.assert_allclose(loaded.predict_proba(texts), proba, atol=1e-5)
+
+
+def test_wrong_use_is_refused():
+    with pytest.raises(ValueError, match="2 texts but 1 labels"):
+        SupConClassifier().fit(["a", "b"], ["x"])
+    with pytest.raises(ValueError, match="two distinct labels"):
+        SupConClassifier().fit(["a", "b"], ["x", "x"])
+    with pytest.raises(RuntimeError, match="fit"):
+        SupConClassifier().predict(["a"])
+    with pytest.raises(ValueError, match="both 0"):
+        SupConClassifier(ntxent_weight=0, focal_weight=0)
