@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from contrastext import console
+from conftest import wikipedia_sample
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"\x1b\[")
@@ -174,12 +175,9 @@ def _run(arguments: list[str], timeout: int = 600) -> str:
 
 
 def _dump_sample() -> Path:
-    from contrastext.data.samples import SampleNotFoundError, find_dump_sample
+    from contrastext.data.samples import DEFAULT_SAMPLE
 
-    try:
-        return find_dump_sample(fetch=False)
-    except SampleNotFoundError as error:
-        pytest.skip(str(error))
+    return wikipedia_sample(DEFAULT_SAMPLE)  # fetched into the cache where no data folder has it
 
 
 def _assert_no_repeats(lines: list[str]) -> None:

@@ -187,7 +187,7 @@ def _dense_nearest(texts):
     m = TfidfVectorizer(sublinear_tf=True, stop_words="english", min_df=1).fit_transform(texts).toarray()
     sim = m @ m.T
     np.fill_diagonal(sim, -np.inf)
-    return sim.argmax(axis=1)
+    return sim.argmax(axis=1), sim.max(axis=1)
 
 
 TOPICS = {
@@ -210,13 +210,13 @@ def _topic_texts(per=8, seed=0):
 
 def test_tfidf_neighbours_match_the_dense_computation_in_any_chunking():
     texts, labels = _topic_texts()
-    expected = _dense_nearest(texts)
+    expected, expected_similarity = _dense_nearest(texts)
     for chunk in (1, 5, 1024):
         result = tfidf_neighbours(texts, labels=labels, chunk_rows=chunk, min_df=1)
         np.testing.assert_array_equal(result.neighbour, expected)
         assert np.all(result.neighbour != np.arange(len(texts)))
     assert result.label_agreement == 1.0  # disjoint vocabularies
-    assert np.all((result.similarity > 0) & (result.similarity <= 1 + 1e-6))
+    np.testing.assert_allclose(result.similarity, expected_similarity, rtol=1e-5, atol=1e-6)
     pairs = tfidf_pairs(texts, result)
     assert pairs[0] == {"anchor": texts[0], "positive": texts[expected[0]], "id": "0"}
 

@@ -27,13 +27,15 @@ def test_mine_returns_consistent_topics_occurrences_and_phrase_topics(model):
     for occurrence in result.occurrences:
         assert isinstance(occurrence, PhraseOccurrence)
         assert NEWS_DOCUMENTS[occurrence.document][occurrence.start:occurrence.end] == occurrence.phrase
-        assert 0 <= occurrence.topic < result.n_topics and 0.0 <= occurrence.score <= 1.0
+        # an occurrence's topic is its nearest centroid, hence its most probable topic: p ≥ 1/k
+        assert 0 <= occurrence.topic < result.n_topics and 1 / result.n_topics <= occurrence.score <= 1.0
     # a phrase repeated across documents is one key with one context-agnostic topic
     assert "premier league" in result.phrase_topics and "interest rates" in result.phrase_topics
     for topic in result.topics:
         for phrase in topic.phrases:
             assert result.phrase_topics[phrase.phrase.lower()] == topic.topic
-            assert 0.0 < phrase.score <= 1.0 and phrase.count >= 1
+            # a phrase belongs to the topic of its highest mean probability, so that probability is ≥ 1/k
+            assert 1 / result.n_topics <= phrase.score <= 1.0 and phrase.count >= 1
         scores = [p.score for p in topic.phrases]
         assert all(round(a, 3) >= round(b, 3) for a, b in zip(scores, scores[1:]))  # most typical first
 
