@@ -6,23 +6,12 @@ The methods as classes (``contrastext.WCSBert``, ``ShuffleDivide``, ``SupConClas
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from contrastext.lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
 __all__ = ["PhraseTopicModel", "PromptTeacher", "PrototypeTeacher", "ShuffleDivide", "SphericalKMeans",
            "SupConClassifier", "WCSBert"]
 
-
-def __getattr__(name: str) -> Any:
-    # looked up by name on first use: every module imports from this package, so it imports none of them
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module("contrastext.methods"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+# looked up in contrastext.methods on first use: every module imports from this package, so it imports none
+__getattr__, __dir__ = lazy_attributes(__name__, dict.fromkeys(__all__, "contrastext.methods"), globals(), __all__)

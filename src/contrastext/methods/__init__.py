@@ -8,8 +8,9 @@ this package imports no torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from contrastext.lazy import lazy_attributes
 
 HOMES = {
     "WCSBert": "contrastext.methods.wcsbert",
@@ -33,14 +34,4 @@ if TYPE_CHECKING:
     from contrastext.uctopic.service import PhraseTopicModel
 
 
-def __getattr__(name: str) -> Any:
-    home = HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_attributes(__name__, HOMES, globals(), __all__)

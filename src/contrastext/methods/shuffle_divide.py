@@ -21,7 +21,7 @@ import numpy as np
 from contrastext.clustering import Clusterer, SphericalKMeans
 from contrastext.config import EncoderConfig, LossConfig, OptimizerConfig, ScalingSettings, TrainConfig
 from contrastext.data.documents import ShuffleUnit, shuffle_divide_pairs, split_units
-from contrastext.methods.training import encoder_spec, fit_rows, load_text_encoder, work_folder
+from contrastext.methods.training import checked_texts, encoder_spec, fit_rows, load_text_encoder, work_folder
 from contrastext.models.resolve import DEFAULT_MODEL
 
 
@@ -76,7 +76,7 @@ class ShuffleDivide:
         self.history_: list[dict[str, Any]] = []
 
     def fit(self, documents: Sequence[str]) -> "ShuffleDivide":
-        documents = _checked_documents(documents)
+        documents = checked_texts(documents, "documents")
         folder = work_folder(self.work_dir, "shuffle-divide")
         model = encoder_spec(self.encoder, folder / "start")
         encoder = load_text_encoder(self.encoder, self.max_length)
@@ -99,7 +99,7 @@ class ShuffleDivide:
     def transform(self, documents: Sequence[str]) -> np.ndarray:
         if self.encoder_ is None:
             raise RuntimeError("call fit(documents) first")
-        return self.encoder_.encode(_checked_documents(documents), batch_size=self.batch_size)
+        return self.encoder_.encode(checked_texts(documents, "documents"), batch_size=self.batch_size)
 
     def fit_predict(self, documents: Sequence[str]) -> np.ndarray:
         """Train on ``documents``, then cluster their embeddings: one cluster id per document."""
@@ -111,11 +111,3 @@ class ShuffleDivide:
             raise RuntimeError("call fit(documents) first")
         return self.encoder_.save(path)
 
-
-def _checked_documents(documents: Sequence[str]) -> list[str]:
-    if isinstance(documents, str):
-        raise ValueError("documents must be a list of strings, not one string")
-    documents = list(documents)
-    if not documents or not all(isinstance(d, str) for d in documents):
-        raise ValueError("documents must be a non-empty list of strings")
-    return documents

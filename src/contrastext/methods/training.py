@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from contrastext.config import OutputConfig, TrainConfig
@@ -53,3 +54,13 @@ def fit_rows(rows: list[dict[str, Any]], config: TrainConfig, work_dir: Path, na
     if result.model_path is None:
         raise RuntimeError(f"{name}: training finished without a model to export")
     return result
+
+
+def checked_texts(texts: Sequence[str], what: str = "texts") -> list[str]:
+    """``texts`` as a list, or a clear error for one string, an empty list or a non-string item."""
+    if isinstance(texts, str):
+        raise ValueError(f"{what} must be a list of strings, not one string")
+    texts = list(texts)
+    if not texts or not all(isinstance(t, str) for t in texts):
+        raise ValueError(f"{what} must be a non-empty list of strings")
+    return texts

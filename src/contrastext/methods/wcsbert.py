@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from contrastext.config import TrainConfig
-from contrastext.methods.training import encoder_spec, fit_rows, load_text_encoder, work_folder
+from contrastext.methods.training import checked_texts, encoder_spec, fit_rows, load_text_encoder, work_folder
 from contrastext.models.resolve import DEFAULT_MODEL
 from contrastext.selftrain.config import round_train
 from contrastext.selftrain.pseudo_labels import SelectionConfig, select
@@ -74,7 +74,7 @@ class WCSBert:
     # ------------------------------------------------------------------ training
     def fit(self, texts: Sequence[str], labels: Sequence[str],
             aliases: Mapping[str, Sequence[str]] | None = None) -> "WCSBert":
-        texts = _checked_texts(texts)
+        texts = checked_texts(texts)
         self.label_set_ = LabelSet.build(labels, aliases)
         self.aliases_ = {label: list(strings) for label, strings in (aliases or {}).items()}
         folder = work_folder(self.work_dir, "wcsbert") if self.rounds else None
@@ -120,7 +120,7 @@ class WCSBert:
     def scores(self, texts: Sequence[str]) -> np.ndarray:
         """[N, labels] cosine of each text to each label's best prompt."""
         self._check_fitted()
-        embeddings = self.encoder_.encode(_checked_texts(texts), batch_size=self.batch_size)
+        embeddings = self.encoder_.encode(checked_texts(texts), batch_size=self.batch_size)
         return ZeroShotClassifier(self.encoder_, template=self.template).score_embeddings(embeddings,
                                                                                          self.label_set_)
 
@@ -154,11 +154,3 @@ class WCSBert:
         model.aliases_ = manifest["aliases"]
         return model
 
-
-def _checked_texts(texts: Sequence[str]) -> list[str]:
-    if isinstance(texts, str):
-        raise ValueError("texts must be a list of strings, not one string")
-    texts = list(texts)
-    if not texts or not all(isinstance(t, str) for t in texts):
-        raise ValueError("texts must be a non-empty list of strings")
-    return texts

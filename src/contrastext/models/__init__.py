@@ -6,8 +6,9 @@ The names below load their module on first use, so importing ``contrastext.model
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from contrastext.lazy import lazy_attributes
 
 _HOMES = {
     "DEFAULT_MODEL": "contrastext.models.resolve",
@@ -37,14 +38,4 @@ if TYPE_CHECKING:
     from contrastext.models.st_format import UnsupportedModelLayoutError
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_attributes(__name__, _HOMES, globals(), __all__)
