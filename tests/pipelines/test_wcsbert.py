@@ -4,12 +4,14 @@ a second run that skips every finished stage, and a plain-text pool split in hal
 import json
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
 from contrastext.config import load_config
 from contrastext.data.labelled import LabelledTextsConfig, load_labelled_texts
 from contrastext.data.samples import DEFAULT_SAMPLE
+from contrastext.models import TextEncoder
 from contrastext.pipelines.wcsbert import run_wcsbert
 from contrastext.selftrain.config import WCSBertConfig
 from conftest import wikipedia_sample
@@ -35,6 +37,28 @@ def _labelled_file(path: Path, copies: int = 3) -> Path:
     rows = [{"text": f"{text} (report {i})", "label": label} for i in range(copies) for label, text in NEWS]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def _encoder(model: str, config: WCSBertConfig) -> TextEncoder:
+    return config.encoder.load(model)
+
+
+def _zero_shot_accuracy(model: str, config: WCSBertConfig) -> float:
+    """The evaluation recomputed by hand: every NEWS text against the prompts of NEWS_LABELS (Sci/Tech through
+    its two aliases, not its own name), best cosine wins."""
+    prompts = {"World": ["World"], "Sports": ["Sports"], "Business": ["Business"],
+               "Sci/Tech": ["Science", "Technology"]}
+    rows = [(f"{text} (report {i})", label) for i in range(3) for label, text in NEWS]
+    encoder = _encoder(model, config)
+    texts = _unit(encoder.encode([text for text, _ in rows]))
+    scores = np.stack([(texts @ _unit(encoder.encode([f"This topic is talk about {a}" for a in aliases])).T).max(1)
+                       for aliases in prompts.values()], axis=1)
+    predicted = [list(prompts)[i] for i in scores.argmax(axis=1)]
+    return float(np.mean([p == label for p, (_, label) in zip(predicted, rows)]))
 
 
 def _config(tmp_path: Path, tiny_encoder_dir: Path, **overrides) -> WCSBertConfig:
@@ -69,12 +93,15 @@ def test_every_stage_runs_then_a_second_run_skips_them(ray_session, tiny_encoder
     for record in summary["rounds"]:
         assert record["pairs"] > 0 and record["steps"] == 2
         assert sum(record["kept_per_label"].values()) == record["kept"] <= 106
-        assert 0 <= record["eval_accuracy"] <= 1
+        # the accuracy of this round's own model on the evaluation texts
+        assert record["eval_accuracy"] == pytest.approx(_zero_shot_accuracy(record["model"], config), abs=1e-9)
         pairs = pq.read_table(run / f"round_{record['round']}" / "pairs.parquet").to_pylist()
         assert len(pairs) == record["pairs"]
         assert all(p["positive"].startswith("This topic is talk about ") for p in pairs)
         assert len({p["anchor"] for p in pairs}) == len(pairs)  # one label per category
-    assert summary["rounds"][1]["labels_changed"] is not None
+    labels_1, labels_2 = (np.load(run / f"round_{r}" / "pseudo_labels.npy") for r in (1, 2))
+    assert summary["rounds"][0]["labels_changed"] is None  # nothing to compare round 1 with
+    assert summary["rounds"][1]["labels_changed"] == pytest.approx(float(np.mean(labels_1 != labels_2)))
     schemes = [e["scheme"] for e in summary["evaluations"] if e["stage"] == "untrained"]
     assert schemes == ["labels only, 4 labels", "labels only, 4 labels as 5 strings", "prompt, 4 labels",
                        "prompt, 4 labels as 5 strings"]
@@ -109,10 +136,15 @@ def test_text_pool_trains_only_on_its_half(ray_session, tiny_encoder_dir, tmp_pa
         "evaluation.half": "second", "evaluation.texts.path": str(pool_file), "evaluation.baselines": "false",
         "rounds.pseudo_labels": "prototypes", "evaluation.prototype_iterations": "3"})
     summary = run_wcsbert(config)
-    assert summary["rounds"][0]["pseudo_labels"] == "prototypes" and summary["final"]["prototypes"]["accuracy"] >= 0
+    assert summary["rounds"][0]["pseudo_labels"] == "prototypes"
     assert json.loads((tmp_path / "runs" / "texts" / "label_prototypes.json").read_text())["iterations"] == 3
     data = load_labelled_texts(LabelledTextsConfig(path=str(pool_file)))
     first, second = data.split_halves(0)
+    # the final model's pool prototypes, as saved, classify the evaluation half with the reported accuracy
+    prototypes = _unit(np.load(tmp_path / "runs" / "texts" / "label_prototypes.npy"))
+    nearest = (_unit(_encoder(summary["final_model"], config).encode(second.texts)) @ prototypes.T).argmax(axis=1)
+    by_prototypes = np.mean([config.labels.names[i] == label for i, label in zip(nearest, second.labels)])
+    assert summary["final"]["prototypes"]["accuracy"] == pytest.approx(float(by_prototypes), abs=1e-9)
     assert summary["corpus"] is None and summary["pretrain"] is None
     assert summary["pool_rows"] == len(first) and f"{len(second)} rows" in summary["evaluation_set"]
     pairs = pq.read_table(tmp_path / "runs" / "texts" / "round_1" / "pairs.parquet").to_pylist()
