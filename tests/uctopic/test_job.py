@@ -45,7 +45,9 @@ def test_pretrain_then_finetune_write_models_reports_and_metrics(ray_session, ti
     assert 0.0 < summary["masked_share"] < 1.0
     for key in ("entity_clustering_before", "entity_clustering_after"):
         scores = summary[key]
-        assert scores["k"] == 3 and scores["instances"] == 72 and 0.0 <= scores["nmi"] <= 1.0
+        assert scores["k"] == 3 and scores["instances"] == 72
+        # measured with the seeded tiny model (two steps do not move its clusters): 40 of 72 instances right
+        assert scores["nmi"] == pytest.approx(0.236, abs=0.02) and scores["acc"] == pytest.approx(40 / 72)
     assert summary["mlm_weight"] == 0.1 and "MLM loss weight" in capsys.readouterr().out
     for name in ("metrics.json", "report.md", "manifest.json", "pairs.parquet", "model/phrase_encoder.json",
                  f"model/{MLM_HEAD_WEIGHTS}"):
@@ -57,7 +59,8 @@ def test_pretrain_then_finetune_write_models_reports_and_metrics(ray_session, ti
         "finetune.data.conll": str(conll), "finetune.central_fraction": 0.5, "train.max_steps": 2})
     tuned = run_uctopic(finetune)
     assert tuned["k"] == 3 and tuned["steps"] == 2 and tuned["pairs"] > 0
-    assert tuned["labelled_instances"] > 0 and 0.0 <= tuned["pseudo_label_acc"] <= 1.0
+    # the central half of each cluster gets a pseudo-label: 48 of the 72 instances, 42 of them right (measured)
+    assert tuned["labelled_instances"] == 48 and tuned["pseudo_label_acc"] == pytest.approx(42 / 48)
     assert set(tuned["clustering_before"]) >= {"nmi", "acc"} and set(tuned["clustering_after"]) >= {"nmi", "acc"}
     assert len(tuned["topics"]) == 3 and "## Topics" in (Path(tuned["run_dir"]) / "report.md").read_text()
     spans = [("John Smith met Ford .", 0, 10)]
