@@ -109,7 +109,8 @@ def test_bundled_minilm_on_real_20_newsgroups(ray_session, tmp_path):
     metrics = comparison["variants"]["focal_ntxent"]
     assert len(comparison["data"]["labels"]) == 20 and metrics["rows"] == 60
     assert metrics["steps"] == 10  # 80 rows, 20 groups of 4, batches of 16, 2 epochs
-    assert -1 <= metrics["silhouette"] <= 1
-    # ten steps on 80 rows already lift the pretrained encoder's head well above chance (0.05 for 20 labels)
-    assert metrics["accuracy"] > 0.1
-    assert 0.15 < metrics["auprc"] <= 1
+    # ten steps on 80 rows lift the new head well above chance (0.05 for 20 labels): 16 of 60 right, measured;
+    # three test texts per group do not yet form clusters (silhouette about 0)
+    assert metrics["accuracy"] == pytest.approx(16 / 60, abs=0.05)
+    assert metrics["auprc"] == pytest.approx(0.397, abs=0.05)
+    assert metrics["silhouette"] == pytest.approx(-0.043, abs=0.03)
