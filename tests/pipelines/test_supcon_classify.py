@@ -47,12 +47,13 @@ def test_two_phase_job_writes_comparison_report_plots_and_skips_finished_variant
     # A random-weight encoder needs a far higher rate than a pretrained one (2e-5 barely moves it) and the
     # head needs steps: the balanced batches hold 'other' (two groups) twice as often as each named label,
     # so an undertrained head calls every test row 'other' (accuracy 0.5, as 4 steps at 2e-5 did; 8 steps at
-    # 1e-3 reached 0.5 / 0.75; 16 steps at 1e-3 reach 1.0 for both variants).
+    # 1e-3 reached 0.5 / 0.75; 16 steps at 1e-3 got 9 to 12 of the 12 test rows right from run to run, since
+    # the first warm-up step trains at rate 0 and CPU float sums vary; 32 steps get at least 11).
     config = SupconClassifyConfig(
         data=_data(tmp_path),
-        variants=[VariantConfig(name="focal_ntxent", loss=ClassifyLoss(ntxent_weight=1.0), epochs=4),
+        variants=[VariantConfig(name="focal_ntxent", loss=ClassifyLoss(ntxent_weight=1.0), epochs=8),
                   VariantConfig(name="then_head", start_from="focal_ntxent", freeze_encoder=True,
-                                reset_head=True, epochs=4)],
+                                reset_head=True, epochs=8)],
         train=_train(str(tiny_encoder_dir), 16, lr=1e-3), tsne_rows=10,
         output=OutputConfig(storage_path=str(tmp_path / "runs"), name="job"))
     comparison = run_supcon_classify(config)
@@ -61,14 +62,14 @@ def test_two_phase_job_writes_comparison_report_plots_and_skips_finished_variant
     assert comparison["data"]["labels"] == ["rec.autos", "sci.space", "other"]
     assert comparison["data"]["train_label_counts"] == {"rec.autos": 8, "sci.space": 8, "other": 16}
     first, second = comparison["variants"]["focal_ntxent"], comparison["variants"]["then_head"]
-    assert first["steps"] == second["steps"] == 16  # 32 rows in batches of 8, 4 epochs each
+    assert first["steps"] == second["steps"] == 32  # 32 rows in batches of 8, 8 epochs each
     data = load_labelled_data(config.data)
     untrained = TextEncoder.from_pretrained(str(tiny_encoder_dir), max_length=16).encode(data.test.texts)
     untrained_silhouette = embedding_silhouette(untrained, data.test.labels)  # 0.32 on this seed
     for metrics in (first, second):
         assert metrics["rows"] == 12 and metrics["null_label"] == "other"
-        # each label has its own keywords: every test row right (majority 'other' alone scores 0.5)
-        assert metrics["accuracy"] == 1.0 and metrics["macro_f1"] == 1.0, metrics
+        # each label has its own keywords: at most one test row wrong (majority 'other' alone scores 0.5)
+        assert metrics["accuracy"] >= 11 / 12 and metrics["macro_f1"] >= 0.9, metrics
         # supervised NT-Xent pulled same-label rows together (0.63 against 0.32 before training)
         assert metrics["silhouette"] > untrained_silhouette + 0.2, (metrics["silhouette"], untrained_silhouette)
         assert set(metrics["per_class_auprc"]) == {"rec.autos", "sci.space", "other"}
@@ -94,7 +95,7 @@ def test_two_phase_job_writes_comparison_report_plots_and_skips_finished_variant
     changed = config.model_copy(update={"data": config.data.model_copy(update={"train_per_class": 5})})
     with pytest.raises(ValueError, match="other settings"):
         run_supcon_classify(changed)
-    assert json.loads((run_dir / "focal_ntxent" / "metrics.json").read_text())["steps"] == 16  # nothing lost
+    assert json.loads((run_dir / "focal_ntxent" / "metrics.json").read_text())["steps"] == 32  # nothing lost
 
 
 @pytest.mark.integration
