@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.special import softmax
 
 from contrastext.config import TrainConfig
 from contrastext.methods.training import checked_texts, encoder_spec, fit_rows, load_text_encoder, work_folder
@@ -31,13 +32,6 @@ from contrastext.selftrain.teachers import PromptTeacher, Teacher
 from contrastext.zeroshot import LabelSet, ZeroShotClassifier, validate_template
 
 MANIFEST = "wcsbert.json"
-
-
-def softmax(scores: np.ndarray, temperature: float) -> np.ndarray:
-    logits = np.asarray(scores, dtype=np.float64) / temperature
-    logits -= logits.max(axis=1, keepdims=True)
-    p = np.exp(logits)
-    return (p / p.sum(axis=1, keepdims=True)).astype(np.float32)
 
 
 class WCSBert:
@@ -125,7 +119,8 @@ class WCSBert:
                                                                                          self.label_set_)
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
-        return softmax(self.scores(texts), self.temperature)
+        logits = self.scores(texts).astype(np.float64) / self.temperature
+        return softmax(logits, axis=1).astype(np.float32)
 
     def predict(self, texts: Sequence[str]) -> list[str]:
         labels = self.labels
