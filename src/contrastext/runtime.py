@@ -52,7 +52,7 @@ def _start(ray, config: RayConfig, init_kwargs: dict):
     env = {k: os.environ[k] for k in _FORWARDED_ENV if k in os.environ}
     runtime_env = {"env_vars": env} if env else None
     address = config.address or os.environ.get("RAY_ADDRESS")
-    if address:
+    if address and address != "local":  # "local" starts a Ray of our own, sized below
         log.info("joining Ray at %s", address)
         return ray.init(address=address, runtime_env=runtime_env, **init_kwargs)
     num_cpus = config.num_cpus or local_num_cpus()

@@ -95,7 +95,7 @@ def test_every_stage_runs_then_a_second_run_skips_them(ray_session, tiny_encoder
         assert sum(record["kept_per_label"].values()) == record["kept"] <= 106
         # the accuracy of this round's own model on the evaluation texts
         assert record["eval_accuracy"] == pytest.approx(_zero_shot_accuracy(record["model"], config), abs=1e-9)
-        pairs = pq.read_table(run / f"round_{record['round']}" / "pairs.parquet").to_pylist()
+        pairs = pq.read_table(run / f"round_{record['round']}" / "pairs").to_pylist()
         assert len(pairs) == record["pairs"]
         assert all(p["positive"].startswith("This topic is talk about ") for p in pairs)
         assert len({p["anchor"] for p in pairs}) == len(pairs)  # one label per category
@@ -147,7 +147,7 @@ def test_text_pool_trains_only_on_its_half(ray_session, tiny_encoder_dir, tmp_pa
     assert summary["final"]["prototypes"]["accuracy"] == pytest.approx(float(by_prototypes), abs=1e-9)
     assert summary["corpus"] is None and summary["pretrain"] is None
     assert summary["pool_rows"] == len(first) and f"{len(second)} rows" in summary["evaluation_set"]
-    pairs = pq.read_table(tmp_path / "runs" / "texts" / "round_1" / "pairs.parquet").to_pylist()
+    pairs = pq.read_table(tmp_path / "runs" / "texts" / "round_1" / "pairs").to_pylist()
     assert pairs and {p["anchor"] for p in pairs} <= set(first.texts)
     assert not {p["anchor"] for p in pairs} & set(second.texts)
 

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from contrastext.selftrain.pseudo_labels import PseudoLabels
@@ -65,16 +67,8 @@ def _category_pairs_by_counters(categories, pseudo, label_set, template, max_pai
     return PseudoPairs(anchors, positives, labels, conflicts=sum(len(c) > 1 for c in votes.values()))
 
 
-@pytest.mark.parametrize("buffer", [1 << 20, 7])  # tallied at the end, or folded every 7 occurrences
-def test_category_pairs_of_pages_in_file_order_match_the_counter_formulation(buffer, monkeypatch):
-    from contrastext.selftrain import pseudo_pairs
-    from contrastext.selftrain.pseudo_pairs import category_pairs_of_pages
-
-    tally = pseudo_pairs._Tally
-    monkeypatch.setattr(pseudo_pairs, "_Tally", lambda: tally(buffer=buffer))
-
-    rng = np.random.default_rng(3)
-    n = 400
+def _random_pool(seed: int = 3, n: int = 400):
+    rng = np.random.default_rng(seed)
     names = [f"C{i}" for i in range(60)]
     categories = [[names[j] for j in rng.zipf(1.3, size=rng.integers(0, 7)) % 60] for _ in range(n)]
     labels = rng.integers(0, 2, n)
@@ -83,34 +77,66 @@ def test_category_pairs_of_pages_in_file_order_match_the_counter_formulation(buf
     confidence = np.round(rng.random(n), 1)  # ties in confidence, as margins have
     pseudo = PseudoLabels(label=labels, score=confidence, confidence=confidence, alias=alias,
                           kept=np.sort(rng.choice(n, 250, replace=False)))
+    return categories, pseudo
+
+
+@pytest.mark.parametrize("cap", [None, 5])
+def test_category_pairs_match_the_counter_formulation(cap):
+    categories, pseudo = _random_pool()
+    expected = _category_pairs_by_counters(categories, pseudo, LABELS, T, cap)
+    got = category_pairs(categories, pseudo, LABELS, T, cap)
+    assert (got.anchors, got.positives, got.labels, got.conflicts) == \
+           (expected.anchors, expected.positives, expected.labels, expected.conflicts)
+
+
+def _pages_folder(folder, categories, files: int, id_offset: int = 1000):
+    """The pool's pages in ``files`` parquet files, in shuffled order; page id = pool index + offset."""
+    folder.mkdir()
+    order = np.random.default_rng(0).permutation(len(categories))
+    for part in np.array_split(order, files):
+        pq.write_table(pa.table({"page_id": pa.array(part + id_offset, pa.int64()),
+                                 "categories": pa.array([categories[i] for i in part], pa.list_(pa.string()))}),
+                       folder / f"part-{int(part[0]):05d}.parquet")
+    return str(folder)
+
+
+def test_ray_data_pairs_equal_the_one_process_pairs(ray_session, tmp_path, monkeypatch):
+    """Pages in three files met in any order, votes reduced in four buckets of categories by Ray's workers
+    (never by this process: the tally grows with the pool): the same pairs, per-label counts and conflicts as
+    ``category_pairs``, labels mixed through the file."""
+    from contrastext.selftrain import category_votes
+    from contrastext.selftrain.category_votes import write_category_pairs
+    from contrastext.selftrain.pseudo_pairs import label_prompts
+
+    categories, pseudo = _random_pool()
+    expected_pairs = {cap: category_pairs(categories, pseudo, LABELS, T, cap) for cap in (None, 5)}
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the driver tallied category votes")
+
+    monkeypatch.setattr(category_votes, "page_votes", refuse)
+    monkeypatch.setattr(category_votes, "reduce_votes", refuse)
+    pages = _pages_folder(tmp_path / "pages", categories, files=3)
+    page_ids = np.arange(len(categories)) + 1000
     for cap in (None, 5):
-        expected = _category_pairs_by_counters(categories, pseudo, LABELS, T, cap)
-        shuffled = [(int(i), categories[i]) for i in rng.permutation(pseudo.kept)]
-        got = category_pairs_of_pages(shuffled, pseudo, LABELS, T, cap)
-        assert (got.anchors, got.positives, got.labels, got.conflicts) == \
-               (expected.anchors, expected.positives, expected.labels, expected.conflicts)
-        assert category_pairs(categories, pseudo, LABELS, T, cap).anchors == expected.anchors
+        expected = expected_pairs[cap]
+        written = write_category_pairs(pages, page_ids, pseudo, label_prompts(LABELS, T), cap,
+                                       str(tmp_path / f"cap{cap}"), seed=7, buckets=4)
+        rows = pq.read_table(tmp_path / f"cap{cap}").to_pylist()
+        assert sorted((r["anchor"], r["positive"], r["label"]) for r in rows) == \
+               sorted(zip(expected.anchors, expected.positives, expected.labels))
+        assert written.per_label.tolist() == expected.per_label(2).tolist() and len(written) == len(rows)
+        assert written.conflicts == expected.conflicts > 0
+        labels_in_order = [r["label"] for r in rows]
+        assert labels_in_order != sorted(labels_in_order)  # mixed, not grouped by label
 
 
-def test_the_category_tally_holds_distinct_keys_not_occurrences():
-    """200,000 occurrences of 50 keys: the tally keeps 50 counts, not a list of every occurrence (which at
-    16 bytes an occurrence would be 3.2 MB)."""
-    import tracemalloc
+def test_categories_are_counted_per_page_once_at_their_first_place():
+    from contrastext.selftrain.category_votes import KeptPages, page_votes
 
-    from contrastext.selftrain.pseudo_pairs import _Tally
-
-    rng = np.random.default_rng(0)
-    keys = rng.integers(0, 50, 200_000).tolist()
-    tally = _Tally(buffer=4_096)
-    tracemalloc.start()
-    try:
-        for n, key in enumerate(keys):
-            tally.add(key, n)
-        distinct, counts, earliest = tally.totals()
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 500_000, peak
-    assert distinct.tolist() == sorted(set(keys))
-    assert counts.tolist() == np.bincount(keys, minlength=50).tolist()
-    assert earliest.tolist() == [keys.index(k) for k in range(50)]
+    pseudo = _pseudo([1, 0], [0.5, 0.9], [1, 0], kept=[0, 1])
+    kept = KeptPages.of(np.asarray([10, 20]), pseudo, n_labels=2, n_aliases=2)
+    votes = page_votes(np.asarray([20, 10, 30]), pa.array([["A"], ["B", "A", "B"], ["A"]]), kept)
+    got = sorted(zip(*(votes.column(c).to_pylist() for c in ("category", "key", "votes", "first"))))
+    # page 10 (label 1, alias 1: key 3) is the second most confident: rank 1; page 30 is not kept
+    assert got == [("A", 0, 1, 0), ("A", 3, 1, 1 * 65536 + 1), ("B", 3, 1, 1 * 65536)]

@@ -10,7 +10,7 @@ inside themselves.
     pretrain/model/          M_0: M_base after MNR on category pairs          [pretrain.enabled]
     pool/pages.parquet       a plain-text pool in the pages layout            [pool.source=texts]
     round_0/embeddings/      the pool encoded by M_0 (.h5 shards)
-    round_<r>/pairs.parquet  pseudo-pairs chosen with M_<r-1>
+    round_<r>/pairs/         pseudo-pairs chosen with M_<r-1> (parquet files)
     round_<r>/model/         M_r
     round_<r>/embeddings/    the pool encoded by M_r                          [rounds.reencode]
     evaluation.json, metrics.json, manifest.json, report.md, plots/
@@ -44,7 +44,8 @@ from contrastext.selftrain.prototypes import (
     pool_embeddings,
     refine_prototypes,
 )
-from contrastext.selftrain.pseudo_pairs import PseudoPairs, category_pairs_of_pages, text_pairs
+from contrastext.selftrain.category_votes import PairsWritten, write_category_pairs
+from contrastext.selftrain.pseudo_pairs import PseudoPairs, label_prompts, text_pairs
 from contrastext.selftrain.scoring import changed_share, embed_label_strings, label_prompt_vectors, score_pool
 from contrastext.selftrain.teachers import PrototypeTeacher
 from contrastext.stages import Stage, say
@@ -308,12 +309,19 @@ def _encode_pool(config: WCSBertConfig, pages: str, model: str, out: str) -> dic
     return stage.mark_done({"rows": summary["rows"], "seconds": summary["timings_s"]["total"]})
 
 
-def _write_pairs(pairs: PseudoPairs, location: str, order: np.ndarray) -> None:
-    """The pairs in ``order`` (the training reads the file as it is: pairs come grouped by page, batches must
-    mix labels, so ``order`` is a shuffle)."""
+def _write_pairs(pairs: PseudoPairs, location: str, n_labels: int, seed: int) -> PairsWritten:
+    """The pairs in a seeded random order (the training reads the file as it is: pairs come grouped by
+    confidence, batches must mix labels)."""
     table = pa.table({"anchor": pairs.anchors, "positive": pairs.positives,
                       "label": pa.array(pairs.labels, pa.int32())})
-    storage.write_parquet(table.take(pa.array(order)), location)
+    order = np.random.default_rng(seed).permutation(len(pairs))
+    storage.delete(location)
+    storage.write_parquet(table.take(pa.array(order)), storage.join(location, "part-0.parquet"))
+    return PairsWritten(location, pairs.per_label(n_labels), pairs.conflicts)
+
+
+def _pairs_files(location: str) -> list[str]:
+    return storage.list_files(location, ".parquet") if storage.is_dir(location) else []
 
 
 # ---------------------------------------------------------------------------------------- the job
@@ -552,7 +560,7 @@ def _guard_reference(config: WCSBertConfig, model_0: str, embeddings_dir: str, l
 def _self_training_round(config: WCSBertConfig, r: int, stage: str, model: str, model_0: str,
                          embeddings_dir: str, pages: str, label_set, previous_labels, eval_set,
                          fit) -> dict[str, Any]:
-    from contrastext.selftrain.pool import iter_page_column, page_columns
+    from contrastext.selftrain.pool import page_columns
 
     t = time.perf_counter()
     labels = config.labels
@@ -566,26 +574,26 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: str, model: str, 
                                 label_prompt_vectors(scorer, label_set, labels.template))
     pseudo = select(scores, config.rounds.selection, pool.alias)
     storage.write_npy(storage.join(stage, "pseudo_labels.npy"), pseudo.label)
-    kept_ids = pool.ids[pseudo.kept]
+    init = model if config.rounds.init == "previous" else model_0
+    train: TrainConfig = config.rounds.train.model_copy(update={"encoder": config.encoder.model_copy(
+        update={"model": init, "max_length": config.rounds.train.encoder.max_length})})
     if config.pool.source == "wikipedia":
-        # streamed from the pages files: a list of every kept page's categories grows with the pool
-        kept_categories = ((int(pseudo.kept[n]), cats) for n, cats in iter_page_column(pages, kept_ids, "categories"))
-        pairs = category_pairs_of_pages(kept_categories, pseudo, label_set, labels.template,
-                                        config.rounds.max_pairs_per_label)
+        # Ray Data's workers tally the categories: their number grows with the pool
+        pairs = write_category_pairs(pages, pool.ids, pseudo, label_prompts(label_set, labels.template),
+                                     config.rounds.max_pairs_per_label, storage.join(stage, "pairs"),
+                                     seed=train.seed + r)
     else:
+        kept_ids = pool.ids[pseudo.kept]
         texts = page_columns(pages, kept_ids, "text")
         full_texts = [""] * len(pool.ids)
         for i, text in zip(pseudo.kept, texts):
             full_texts[i] = " ".join(text.split()[: config.pool.max_words])
-        pairs = text_pairs(full_texts, pseudo, label_set, labels.template, config.rounds.max_pairs_per_label)
+        pairs = _write_pairs(text_pairs(full_texts, pseudo, label_set, labels.template,
+                                        config.rounds.max_pairs_per_label),
+                             storage.join(stage, "pairs"), len(label_set.labels), seed=train.seed + r)
     if not len(pairs):
         raise ValueError(f"round {r}: no pseudo-pairs (kept {len(pseudo.kept)} items); lower "
                          "rounds.selection.threshold or raise top_fraction")
-    init = model if config.rounds.init == "previous" else model_0
-    train: TrainConfig = config.rounds.train.model_copy(update={"encoder": config.encoder.model_copy(
-        update={"model": init, "max_length": config.rounds.train.encoder.max_length})})
-    pairs_file = storage.join(stage, "pairs.parquet")
-    _write_pairs(pairs, pairs_file, np.random.default_rng(train.seed + r).permutation(len(pairs)))
     _say(f"round {r}: {len(pseudo.kept)} of {len(pool.ids)} items kept, {len(pairs)} pairs; training")
     del scorer
     selecting = time.perf_counter() - t
@@ -593,7 +601,7 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: str, model: str, 
     t = time.perf_counter()
     new_model = storage.join(stage, "model")
     # the workers read the pairs from storage: the driver never holds them as rows
-    result = fit(storage.parquet_dataset(pairs_file, columns=["anchor", "positive"]), train,
+    result = fit(storage.parquet_dataset(_pairs_files(pairs.location), columns=["anchor", "positive"]), train,
                  OutputConfig(storage_path=stage, name="fit"), rows=len(pairs), export_model_to=new_model)
     training = time.perf_counter() - t
 
@@ -609,7 +617,7 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: str, model: str, 
         "round": r, "pool": int(len(pool.ids)), "pseudo_labels": config.rounds.pseudo_labels,
         "kept": int(len(pseudo.kept)),
         "kept_per_label": dict(zip(labels.names, pseudo.kept_per_label(len(labels.names)).tolist())),
-        "pairs": len(pairs), "pairs_per_label": dict(zip(labels.names, pairs.per_label(len(labels.names)).tolist())),
+        "pairs": len(pairs), "pairs_per_label": dict(zip(labels.names, pairs.per_label.tolist())),
         "category_conflicts": pairs.conflicts, "labels_changed": changed_share(previous_labels, pseudo.label),
         "mean_confidence_kept": float(pseudo.confidence[pseudo.kept].mean()) if len(pseudo.kept) else None,
         "loss": result.mean_loss, "steps": result.steps, "model": new_model,
@@ -642,10 +650,10 @@ def _prototypes(config: WCSBertConfig, encoder, embeddings_dir: str, label_set, 
 
 def _label_mapping_accuracy(eval_set: EvalSet, encoder, run: str, round_index: int) -> float | None:
     """The paper's comparison: each query → its nearest pseudo-labelled category → that category's label."""
-    pairs_file = storage.join(run, f"round_{round_index}", "pairs.parquet")
-    if not storage.is_file(pairs_file):
+    pairs_files = _pairs_files(storage.join(run, f"round_{round_index}", "pairs"))
+    if not pairs_files:
         return None
-    table = storage.read_parquet(pairs_file)
+    table = storage.read_parquet(pairs_files, columns=["anchor", "label"])
     categories, labels = table.column("anchor").to_pylist(), np.asarray(table.column("label").to_pylist())
     q = eval_set.evaluator.embed(encoder)
     c = encoder.encode(categories, batch_size=128)
