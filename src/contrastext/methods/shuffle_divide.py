@@ -91,7 +91,7 @@ class ShuffleDivide:
             result = fit_rows(rows, epoch_train_config(self.train, model, epoch), folder, f"epoch_{epoch:03d}")
             model = result.model_path
             self.history_.append({"epoch": epoch, "pairs": len(rows), "steps": result.steps,
-                                  "loss": result.metrics.get("loss"), "model": model})
+                                  "loss": result.mean_loss, "model": model})
             encoder = load_text_encoder(model, self.max_length)
         self.encoder_ = encoder
         return self
