@@ -22,7 +22,14 @@ import numpy as np
 from scipy.special import softmax
 
 from contrastext.config import TrainConfig
-from contrastext.methods.training import checked_texts, encoder_spec, fit_rows, load_text_encoder, work_folder
+from contrastext.methods.training import (
+    checked_texts,
+    encoder_spec,
+    fit_rows,
+    kept_path,
+    load_text_encoder,
+    work_folder,
+)
 from contrastext.models.resolve import DEFAULT_MODEL
 from contrastext.selftrain.config import round_train
 from contrastext.selftrain.pseudo_labels import SelectionConfig, select
@@ -40,7 +47,9 @@ class WCSBert:
     ``teacher``: a ``PromptTeacher`` (the default: each text's best label prompt) or a ``PrototypeTeacher``
     (its nearest label prototype), or any object with their ``scores`` method. ``template`` puts a label (or
     alias) into the prompt. ``train``: a round's training settings (default: the job's, MNR at batch 32).
-    ``predict_proba`` is a softmax of the label scores (cosines) over ``temperature``.
+    ``predict_proba`` is a softmax of the label scores (cosines) over ``temperature``. ``work_dir``: where
+    the rounds' checkpoints and models are kept (``history_[i]["model"]``); without one they go to a
+    temporary folder removed at the end of ``fit``.
     """
 
     def __init__(self, encoder: Any = DEFAULT_MODEL, *, teacher: Teacher | None = None, rounds: int = 2,
@@ -71,10 +80,16 @@ class WCSBert:
         texts = checked_texts(texts)
         self.label_set_ = LabelSet.build(labels, aliases)
         self.aliases_ = {label: list(strings) for label, strings in (aliases or {}).items()}
-        folder = work_folder(self.work_dir, "wcsbert") if self.rounds else None
-        model = encoder_spec(self.encoder, folder / "start") if self.rounds else None
         encoder = load_text_encoder(self.encoder, self.max_length)
         self.history_ = []
+        if self.rounds:
+            with work_folder(self.work_dir, "wcsbert") as folder:
+                encoder = self._self_train(encoder, texts, folder)
+        self.encoder_ = encoder
+        return self
+
+    def _self_train(self, encoder, texts: list[str], folder: Path):
+        model = encoder_spec(self.encoder, folder / "start")
         previous = None
         for r in range(1, self.rounds + 1):
             pseudo, pairs = self._pseudo_pairs(encoder, texts)
@@ -91,10 +106,9 @@ class WCSBert:
             self.history_.append({"round": r, "kept": int(len(pseudo.kept)), "pairs": len(pairs),
                                   "kept_per_label": dict(zip(self.label_set_.labels, kept)),
                                   "labels_changed": changed_share(previous, pseudo.label), "steps": result.steps,
-                                  "model": model})
+                                  "model": kept_path(model, self.work_dir)})
             previous = pseudo.label
-        self.encoder_ = encoder
-        return self
+        return encoder
 
     def _pseudo_pairs(self, encoder, texts: list[str]):
         embeddings = encoder.encode(texts, batch_size=self.batch_size)
