@@ -15,9 +15,9 @@ TEMPLATE = "This topic is talk about {label}"
 @pytest.fixture(scope="module")
 def ag_news():
     """400 pool texts (their labels never given to the model) and 400 other texts to evaluate on, seeded."""
-    from contrastext.data.labelled import ag_news_test, load_labelled_texts
+    from contrastext.data.sources import ag_news_test, load_texts
 
-    data = load_labelled_texts(ag_news_test(str(shared_data("ag_news/test.csv"))))
+    data = load_texts(ag_news_test(str(shared_data("ag_news/test.csv"))))
     order = np.random.default_rng(0).permutation(len(data.texts))
     pool = [data.texts[i] for i in order[:400]]
     held_out = [data.texts[i] for i in order[400:800]]

@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from contrastext import storage
 from contrastext.config import OutputConfig, TrainConfig
-from contrastext.data.labelled import LabelledTexts, describe, load_labelled_texts
+from contrastext.data.sources import LabelledTexts, describe, load_texts
 from contrastext.data.paths import data_root
 from contrastext.evaluators.zeroshot_accuracy import LabelScheme, ZeroShotEvaluator, ZeroShotResult
 from contrastext.manifest import write_json_atomic, write_manifest
@@ -87,7 +87,7 @@ def load_eval_set(config: WCSBertConfig, root: Path) -> tuple[EvalSet | None, st
     if ev.texts is None:
         return None, "no evaluation set configured"
     try:
-        data = load_labelled_texts(ev.texts, root)
+        data = load_texts(ev.texts, root)
     except FileNotFoundError as error:
         return None, f"evaluation set not found ({error})"
     if ev.half is not None:
@@ -273,7 +273,7 @@ def _pool_pages(config: WCSBertConfig, run: str, root: Path) -> tuple[str, int]:
         return storage.join(run, "corpus", "pages"), -1
     assert config.pool.texts is not None
     texts_config = config.pool.texts.model_copy(update={"label_column": None})  # labels are never read
-    data: LabelledTexts = load_labelled_texts(texts_config, root)
+    data: LabelledTexts = load_texts(texts_config, root)
     if config.pool.half is not None:
         first, second = data.split_halves(config.pool.split_seed)
         data = first if config.pool.half == "first" else second
