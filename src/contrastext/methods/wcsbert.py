@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +67,9 @@ class WCSBert:
 
     # ------------------------------------------------------------------ training
     def fit(self, texts: Sequence[str], labels: Sequence[str],
-            aliases: Mapping[str, Sequence[str]] | None = None) -> "WCSBert":
+            aliases: Mapping[str, Sequence[str]] | None = None,
+            on_round: Callable[[dict[str, Any], Any], None] | None = None) -> "WCSBert":
+        """``on_round(entry, encoder)`` is called after each round with its history entry and the round's model."""
         texts = checked_texts(texts)
         self.label_set_ = LabelSet.build(labels, aliases)
         self.aliases_ = {label: list(strings) for label, strings in (aliases or {}).items()}
@@ -92,6 +94,8 @@ class WCSBert:
                                   "kept_per_label": dict(zip(self.label_set_.labels, kept)),
                                   "labels_changed": changed_share(previous, pseudo.label), "steps": result.steps,
                                   "model": model})
+            if on_round is not None:
+                on_round(self.history_[-1], encoder)
             previous = pseudo.label
         self.encoder_ = encoder
         return self
