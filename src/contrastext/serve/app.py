@@ -253,6 +253,8 @@ class Ingress:
             manifest = await classifiers.ready_manifest(self, body.model)
             if manifest is not None:
                 return await self._classify_trained(body, request, manifest)
+        if body.labels is None:
+            self._target(body.model)  # an unknown model is 404 before the missing labels are 422
         self._check_labels(body)
         name, handle, lead = self._target(body.model)
         template = body.template or self.config.zeroshot.template

@@ -48,6 +48,8 @@ class TrainingSpec(Settings):
     base_model: str  # the served model's name
     base_model_spec: str  # what it loads: bundled:minilm, a folder
     max_length: int
+    batch_size: int
+    lr: float
     cpus_per_worker: float
 
 
@@ -112,6 +114,7 @@ def train(spec: TrainingSpec) -> dict[str, Any]:
 
         base_train = round_train()
         train_config = base_train.model_copy(update={
+            "batch_size": spec.batch_size, "optimizer": base_train.optimizer.model_copy(update={"lr": spec.lr}),
             "scaling": base_train.scaling.model_copy(update={"cpus_per_worker": spec.cpus_per_worker}),
             "encoder": base_train.encoder.model_copy(update={"max_length": spec.max_length})})
         model = WCSBert(spec.base_model_spec, rounds=spec.rounds, template=spec.template, train=train_config,

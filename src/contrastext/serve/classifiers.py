@@ -158,6 +158,7 @@ def _checked_request(ingress: "Ingress", body: CreateClassifierRequest) -> class
         min_texts_per_label=settings.min_texts_per_label,
         dev=body.dev.model_dump() if body.dev is not None else None, rounds=rounds, base_model=base,
         base_model_spec=ingress.config.models[base].model, max_length=settings.max_length,
+        batch_size=settings.batch_size, lr=settings.lr,
         cpus_per_worker=settings.cpus_per_worker)
 
 

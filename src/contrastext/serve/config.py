@@ -139,6 +139,8 @@ class ClassifiersSettings(Settings):
     max_rounds: int = Field(5, ge=1)
     cpus_per_worker: float = Field(2.0, gt=0, description="CPUs of the training's Ray Train worker")
     max_length: int = Field(64, gt=0, description="tokens per text while training (the job's round default)")
+    batch_size: int = Field(32, ge=2, description="pairs per training step (the job's round default)")
+    lr: float = Field(2e-5, gt=0, description="peak learning rate of a round (the job's round default)")
     models_per_replica: int = Field(4, ge=1, description="trained classifiers a serving replica keeps (LRU)")
     num_cpus: float = Field(1.0, ge=0, description="CPUs reserved per serving replica of trained classifiers")
     replicas: int = Field(1, ge=1)
