@@ -14,7 +14,7 @@ import logging
 import shutil
 from collections import OrderedDict
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi import HTTPException, Request
 from fastapi.responses import JSONResponse
@@ -26,9 +26,6 @@ from contrastext.serve.config import CLASSIFIER_NAME, ServedModelConfig, ZeroSho
 from contrastext.serve.registry import ACTIVE_STATES, ClassifierRegistry, now
 from contrastext.serve.schemas import ClassifierStatus, CreateClassifierRequest
 from contrastext.zeroshot import LabelSet, validate_template
-
-if TYPE_CHECKING:
-    from contrastext.serve.app import Ingress
 
 log = logging.getLogger(__name__)
 DEFAULT_TEMPLATE = "{label}"  # WCSBert's: the label itself as the prompt
@@ -90,7 +87,7 @@ def classifier_models_deployment(config) -> Any:
 
 
 # ---------------------------------------------------------------- the ingress side
-def registry_of(ingress: "Ingress") -> ClassifierRegistry:
+def registry_of(ingress: Any) -> ClassifierRegistry:
     if ingress.registry is None:
         raise HTTPException(404, "classifier training is off on this server: set classifiers.storage_path")
     return ingress.registry
@@ -107,7 +104,7 @@ def status_out(status: dict[str, Any], request: Request) -> dict[str, Any]:
     return {**status, "status_url": str(request.url_for("get_classifier", name=status["name"]))}
 
 
-def _checked_request(ingress: "Ingress", body: CreateClassifierRequest) -> classifier_job.TrainingSpec:
+def _checked_request(ingress: Any, body: CreateClassifierRequest) -> classifier_job.TrainingSpec:
     """The training the request asks for, or the 4xx saying what is wrong with it."""
     settings = ingress.config.classifiers
     limits = ingress.limits
@@ -176,7 +173,7 @@ def _check_texts_uri(uri: str, prefixes: list[str]) -> None:
         raise HTTPException(422, f"texts_uri {uri} is not a file")
 
 
-async def create_route(ingress: "Ingress", body: CreateClassifierRequest, request: Request) -> JSONResponse:
+async def create_route(ingress: Any, body: CreateClassifierRequest, request: Request) -> JSONResponse:
     registry = registry_of(ingress)
     spec = await asyncio.to_thread(_checked_request, ingress, body)
     settings = ingress.config.classifiers
@@ -217,7 +214,7 @@ async def _current(registry: ClassifierRegistry, name: str) -> dict[str, Any] | 
     return status
 
 
-async def get_route(ingress: "Ingress", name: str, request: Request) -> dict[str, Any]:
+async def get_route(ingress: Any, name: str, request: Request) -> dict[str, Any]:
     registry = registry_of(ingress)
     status = await _current(registry, checked_name(name))
     if status is None:
@@ -225,7 +222,7 @@ async def get_route(ingress: "Ingress", name: str, request: Request) -> dict[str
     return status_out(status, request)
 
 
-async def list_route(ingress: "Ingress", request: Request) -> dict[str, Any]:
+async def list_route(ingress: Any, request: Request) -> dict[str, Any]:
     registry = registry_of(ingress)
     out = []
     for name in await asyncio.to_thread(registry.names):
@@ -235,7 +232,7 @@ async def list_route(ingress: "Ingress", request: Request) -> dict[str, Any]:
     return {"classifiers": out}
 
 
-async def delete_route(ingress: "Ingress", name: str, request: Request) -> dict[str, Any]:
+async def delete_route(ingress: Any, name: str, request: Request) -> dict[str, Any]:
     registry = registry_of(ingress)
     status = await asyncio.to_thread(registry.status, checked_name(name))
     if status is None:
@@ -245,7 +242,7 @@ async def delete_route(ingress: "Ingress", name: str, request: Request) -> dict[
     return {"name": name, "deleted": True, "training_stopped": stopped}
 
 
-async def ready_manifest(ingress: "Ingress", name: str) -> dict[str, Any] | None:
+async def ready_manifest(ingress: Any, name: str) -> dict[str, Any] | None:
     """The latest version of a ready classifier ``name``; None when no classifier has that name."""
     if ingress.registry is None or not CLASSIFIER_NAME.match(name):
         return None
