@@ -142,9 +142,13 @@ class ClassifierTrainer:
 
     def run(self, spec: dict[str, Any]) -> None:
         import ray
+        import torch
 
         try:
-            train(TrainingSpec.model_validate(spec))
+            spec = TrainingSpec.model_validate(spec)
+            # the actor reserves no CPU (its Ray Train worker does); its own encoding passes use as many threads
+            torch.set_num_threads(max(1, int(spec.cpus_per_worker)))
+            train(spec)
         except BaseException:  # noqa: BLE001 -- already recorded in the status by train()
             pass
         finally:
@@ -173,8 +177,9 @@ def active() -> list[str]:
                   if entry["namespace"] == NAMESPACE and entry["name"].startswith(ACTOR_PREFIX))
 
 
-def stop(name: str) -> bool:
-    """Kill the training of ``name``; whether one was running."""
+def stop(name: str, wait_s: float = 30.0) -> bool:
+    """Kill the training of ``name`` and wait until its actor is gone (so it writes nothing after); whether
+    one was running."""
     import ray
 
     try:
@@ -182,4 +187,7 @@ def stop(name: str) -> bool:
     except ValueError:
         return False
     ray.kill(actor, no_restart=True)
+    deadline = time.monotonic() + wait_s
+    while name in active() and time.monotonic() < deadline:
+        time.sleep(0.2)
     return True
