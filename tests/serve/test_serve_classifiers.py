@@ -237,3 +237,30 @@ def test_unknown_classifiers_are_404(served):
     assert_error(requests.delete(url + "v1/classifiers/nothing", timeout=TIMEOUT), 404, "no classifier named")
     assert_error(post(url, "v1/classify", {"model": "tiny", "texts": ["x"]}), 422, "labels are needed")
 
+
+
+def test_a_training_past_max_training_s_is_stopped_and_failed(served, tiny_encoder_dir):
+    import asyncio
+
+    from contrastext.serve import classifier_job
+    from contrastext.serve.classifiers import _current
+    from contrastext.serve.registry import ClassifierRegistry, now
+
+    config, url, root = served
+    registry = ClassifierRegistry(root)
+    spec = classifier_job.TrainingSpec(
+        registry=str(root), name="overdue", labels=LABELS, aliases=ALIASES, template="{label}",
+        texts=NEWS_DOCUMENTS * 4, max_texts=MAX_TEXTS, min_texts_per_label=MIN_PER_LABEL, rounds=1,
+        base_model="tiny", base_model_spec=str(tiny_encoder_dir), max_length=64, batch_size=4, lr=1e-3,
+        cpus_per_worker=1)
+    registry.write_status("overdue", {"name": "overdue", "state": "queued", "labels": LABELS, "base_model": "tiny",
+                                      "rounds": 1, "round": 0, "rounds_done": [], "created": now()})
+    classifier_job.start(spec)
+    assert asyncio.run(_current(registry, "overdue", max_training_s=3600))["state"] in ("queued", "running")
+    time.sleep(1.5)
+    status = asyncio.run(_current(registry, "overdue", max_training_s=1))
+    assert status["state"] == "failed" and "classifiers.max_training_s" in status["reason"]
+    assert "overdue" not in classifier_job.active()
+    assert requests.get(url + "v1/classifiers/overdue", timeout=TIMEOUT).json()["state"] == "failed"
+    assert not (root / "overdue" / "versions").exists()
+    assert requests.delete(url + "v1/classifiers/overdue", timeout=TIMEOUT).status_code == 200

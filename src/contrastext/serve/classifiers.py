@@ -197,18 +197,27 @@ async def create_route(ingress: Any, body: CreateClassifierRequest, request: Req
     return JSONResponse(status_code=202, content=out, headers={"Location": out["status_url"]})
 
 
-async def _current(registry: ClassifierRegistry, name: str) -> dict[str, Any] | None:
-    """The status, with a training whose actor is gone (its process or node lost) recorded as failed."""
+def age_s(status: dict[str, Any]) -> float:
+    return (datetime.now(timezone.utc) - datetime.fromisoformat(status["created"])).total_seconds()
+
+
+async def _current(registry: ClassifierRegistry, name: str, max_training_s: float) -> dict[str, Any] | None:
+    """The status, with a training whose actor is gone (its process or node lost), or that has run past
+    ``max_training_s`` (stopped here), recorded as failed."""
     status = await asyncio.to_thread(registry.status, name)
     if status is None or status.get("state") not in ACTIVE_STATES:
         return status
     if name in await asyncio.to_thread(classifier_job.active):
-        return status
+        if age_s(status) <= max_training_s:
+            return status
+        await asyncio.to_thread(classifier_job.stop, name)
+        return await asyncio.to_thread(registry.update_status, name, state="failed", finished=now(),
+                                       reason=f"stopped after {max_training_s:g} s (classifiers.max_training_s) "
+                                              f"without a result")
     status = await asyncio.to_thread(registry.status, name)  # it may have finished meanwhile
     if status is None or status.get("state") not in ACTIVE_STATES:
         return status
-    age = (datetime.now(timezone.utc) - datetime.fromisoformat(status["created"])).total_seconds()
-    if status["state"] == "running" or age > LOST_AFTER_S:
+    if status["state"] == "running" or age_s(status) > LOST_AFTER_S:
         status = await asyncio.to_thread(registry.update_status, name, state="failed", finished=now(),
                                          reason="the training ended without a result (its process was lost)")
     return status
@@ -216,7 +225,7 @@ async def _current(registry: ClassifierRegistry, name: str) -> dict[str, Any] | 
 
 async def get_route(ingress: Any, name: str, request: Request) -> dict[str, Any]:
     registry = registry_of(ingress)
-    status = await _current(registry, checked_name(name))
+    status = await _current(registry, checked_name(name), ingress.config.classifiers.max_training_s)
     if status is None:
         raise HTTPException(404, f"no classifier named {name!r}")
     return status_out(status, request)
@@ -226,7 +235,7 @@ async def list_route(ingress: Any, request: Request) -> dict[str, Any]:
     registry = registry_of(ingress)
     out = []
     for name in await asyncio.to_thread(registry.names):
-        status = await _current(registry, name)
+        status = await _current(registry, name, ingress.config.classifiers.max_training_s)
         if status is not None:
             out.append(status_out(status, request))
     return {"classifiers": out}

@@ -135,6 +135,9 @@ class ClassifiersSettings(Settings):
     max_dev_texts: int = Field(1_000, ge=1)
     max_concurrent_trainings: int = Field(1, ge=1, description="more answer 429 with Retry-After")
     retry_after_s: int = Field(60, ge=1, description="the Retry-After of a 429")
+    max_training_s: float = Field(
+        6 * 3600, gt=0, description="a training still queued or running this long after it was asked for is "
+                                    "stopped and failed (e.g. one waiting for CPUs the cluster never frees)")
     default_rounds: int = Field(2, ge=1)
     max_rounds: int = Field(5, ge=1)
     cpus_per_worker: float = Field(2.0, gt=0, description="CPUs of the training's Ray Train worker")
