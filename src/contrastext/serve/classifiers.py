@@ -41,7 +41,7 @@ class ClassifierModels:
         self.zeroshot = ZeroShotSettings.model_validate(zeroshot)
         self.max_models = max_models
         self._models: OrderedDict[str, Any] = OrderedDict()
-        self._copies: dict[str, Any] = {}
+        self._copies: dict[str, str] = {}  # a remote version's local copy, removed when it is evicted
         self._loading = asyncio.Lock()
 
     def _load(self, location: str):
@@ -64,7 +64,9 @@ class ClassifierModels:
                 self._models[location] = runner
                 while len(self._models) > self.max_models:
                     evicted, _ = self._models.popitem(last=False)
-                    shutil.rmtree(self._copies.pop(evicted, ""), ignore_errors=True)
+                    copy = self._copies.pop(evicted, None)
+                    if copy is not None:
+                        shutil.rmtree(copy, ignore_errors=True)
             self._models.move_to_end(location)
             return runner
 
