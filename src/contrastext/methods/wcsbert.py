@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +96,9 @@ class WCSBert:
 
     # ------------------------------------------------------------------ training
     def fit(self, texts: Sequence[str], labels: Sequence[str],
-            aliases: Mapping[str, Sequence[str]] | None = None) -> "WCSBert":
+            aliases: Mapping[str, Sequence[str]] | None = None,
+            on_round: Callable[[dict[str, Any], Any], None] | None = None) -> "WCSBert":
+        """``on_round(entry, encoder)`` is called after each round with its history entry and the round's model."""
         texts = checked_texts(texts)
         self.label_set_ = LabelSet.build(labels, aliases)
         self.aliases_ = {label: list(strings) for label, strings in (aliases or {}).items()}
@@ -138,6 +140,8 @@ class WCSBert:
             if guard is not None:
                 record |= guard_fields(guard.score(encoder))
             self.history_.append(record)
+            if on_round is not None:
+                on_round(record, encoder)
             previous = pseudo.label
             done = stop.after(record)
             if stop.best_round == r:
