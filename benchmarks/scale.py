@@ -266,7 +266,7 @@ def encoder_model(settings: ChainSettings, root: Path) -> str:
 
 def chain_config(corpus: dict[str, Any], model: str, run_root: Path, teacher: str, settings: ChainSettings):
     from contrastext.config import EncoderConfig, OutputConfig, ScalingSettings, TrainConfig
-    from contrastext.data.labelled import LabelledTextsConfig
+    from contrastext.data.sources import TextSource
     from contrastext.selftrain.pseudo_labels import SelectionConfig
     from contrastext.selftrain.config import (CorpusStageConfig, EncodeStageConfig, EvaluationConfig,
                                               LabelsConfig, PoolConfig, PretrainConfig, RoundsConfig,
@@ -292,7 +292,7 @@ def chain_config(corpus: dict[str, Any], model: str, run_root: Path, teacher: st
         rounds=RoundsConfig(rounds=1, pseudo_labels=teacher, prototype_iterations=2,
                             selection=SelectionConfig(max_label_ratio=None),
                             train=train(settings.round_batch, settings.round_steps)),
-        evaluation=EvaluationConfig(texts=LabelledTextsConfig(path=corpus["eval"]), half=None, max_rows=None,
+        evaluation=EvaluationConfig(texts=TextSource(path=corpus["eval"], label_column="label"), half=None, max_rows=None,
                                     baselines=False, prototypes=True, prototype_iterations=1, use_as_dev=False),
         plots=False,
         output=OutputConfig(storage_path=str(run_root), name="chain"))

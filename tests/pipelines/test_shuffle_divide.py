@@ -11,7 +11,6 @@ from pydantic import ValidationError
 from contrastext.config import EncoderConfig, OutputConfig, TrainConfig, load_config
 from contrastext.data.paths import resolve_data_path
 from contrastext.pipelines.shuffle_divide import (
-    DocumentSource,
     ShuffleDivideConfig,
     _training_groups,
     load_source,
@@ -41,7 +40,7 @@ def _config(tmp_path, model_dir, **changes):
     docs = _write_documents(tmp_path / "docs.jsonl")
     base = dict(
         data_dir=str(tmp_path),
-        documents=DocumentSource(path="docs.jsonl", label_column="topic"),
+        documents=dict(path="docs.jsonl", label_column="topic"),
         epochs=1, projection="pca", kmeans_nredo=2, shuffle_unit="word",
         encode_max_length=48,
         train=TrainConfig(encoder=EncoderConfig(model=str(model_dir), max_length=32, pooling="mean"),
@@ -122,7 +121,7 @@ def test_job_trains_clusters_reports_and_resumes(ray_session, tiny_encoder_dir, 
 def test_cluster_aware_negatives_come_from_the_previous_epochs_clusters(ray_session, tiny_encoder_dir, tmp_path):
     _write_documents(tmp_path / "train.jsonl", per_topic=6, seed=1)
     config = _config(tmp_path, tiny_encoder_dir, epochs=2, negatives="other_clusters",
-                     train_documents=DocumentSource(path="train.jsonl"))
+                     train_documents=dict(path="train.jsonl"))
     summary = run_shuffle_divide(config)
     run_dir = tmp_path / "runs" / "sd"
     train_docs, _ = load_source(config.train_documents, config.data_dir, config.train.seed)
@@ -150,7 +149,7 @@ def test_config_errors_name_the_setting(tmp_path, tiny_encoder_dir):
     with pytest.raises(FileNotFoundError, match="set `data_dir`"):
         resolve_data_path("bbcsport/bbcsport.jsonl", str(tmp_path / "nowhere"))
     with pytest.raises(ValueError, match="set `k`"):
-        run_shuffle_divide(_config(tmp_path, tiny_encoder_dir, documents=DocumentSource(path="docs.jsonl"),
+        run_shuffle_divide(_config(tmp_path, tiny_encoder_dir, documents=dict(path="docs.jsonl"),
                                    epochs=0))
 
 
@@ -163,7 +162,7 @@ def test_data_dir_comes_from_the_environment(tmp_path, monkeypatch):
 
 
 def test_untrained_encoder_only_with_epochs_zero_and_no_labels(tiny_encoder_dir, tmp_path):
-    config = _config(tmp_path, tiny_encoder_dir, documents=DocumentSource(path="docs.jsonl", max_documents=12),
+    config = _config(tmp_path, tiny_encoder_dir, documents=dict(path="docs.jsonl", max_documents=12),
                      epochs=0, k=2)
     summary = run_shuffle_divide(config)
     assert [r["epoch"] for r in summary["epochs"]] == [0]

@@ -6,7 +6,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from contrastext.pipelines.shuffle_divide import DocumentSource, ShuffleDivideConfig, run_shuffle_divide
+from contrastext.pipelines.shuffle_divide import ShuffleDivideConfig, run_shuffle_divide
 
 from conftest import shared_data
 
@@ -16,8 +16,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 def test_minilm_clusters_bbcsport_sports_before_training(tmp_path):
     path = shared_data("bbcsport/bbcsport.jsonl")
     config = ShuffleDivideConfig.model_validate({
-        "documents": DocumentSource(path=str(path), label_column="label", title_column="title",
-                                    max_documents=150).model_dump(),
+        "documents": {"path": str(path), "label_column": "label", "title_column": "title", "max_documents": 150},
         "epochs": 0, "encode_max_length": 128, "projection": "pca",
         "output": {"storage_path": str(tmp_path), "name": "bbc"},
     })
@@ -43,7 +42,7 @@ def test_one_epoch_of_shuffle_divide_teaches_a_random_encoder_the_sports(ray_ses
     """
     path = shared_data("bbcsport/bbcsport.jsonl")
     config = ShuffleDivideConfig.model_validate({
-        "documents": DocumentSource(path=str(path), label_column="label", title_column="title").model_dump(),
+        "documents": {"path": str(path), "label_column": "label", "title_column": "title"},
         "epochs": 1, "shuffle_unit": "word", "encode_max_length": 128, "projection": "pca",
         "train": {"encoder": {"model": str(tiny_encoder_dir), "pooling": "mean", "max_length": 64},
                   "optimizer": {"lr": 3e-3, "schedule": "constant", "warmup_ratio": 0.0},

@@ -9,7 +9,7 @@ import pytest
 
 from contrastext import storage
 from contrastext.config import EncoderConfig, OutputConfig, TrainConfig
-from contrastext.pipelines.shuffle_divide import DocumentSource, ShuffleDivideConfig, run_shuffle_divide
+from contrastext.pipelines.shuffle_divide import ShuffleDivideConfig, run_shuffle_divide
 from contrastext.storage import StorageError
 
 TOPICS = {
@@ -33,7 +33,7 @@ def _documents(per_topic: int = 6, seed: int = 0) -> bytes:
 def _config(bucket: str, model_dir, **changes) -> ShuffleDivideConfig:
     base = dict(
         data_dir=f"{bucket}/data",
-        documents=DocumentSource(path="docs.jsonl", label_column="topic"),
+        documents=dict(path="docs.jsonl", label_column="topic"),
         epochs=1, projection="pca", kmeans_nredo=2, shuffle_unit="word", encode_max_length=48,
         train=TrainConfig(encoder=EncoderConfig(model=str(model_dir), max_length=32, pooling="mean"),
                           loss={"name": "ntxent", "params": {"temperature": 0.1}},
@@ -121,7 +121,7 @@ def test_cluster_aware_negatives_and_stale_models_on_a_bucket(ray_session, s3_bu
     storage.write_bytes(f"{s3_bucket}/data/docs.jsonl", _documents())
     storage.write_bytes(f"{s3_bucket}/data/train.jsonl", _documents(per_topic=4, seed=1))
     config = _config(s3_bucket, tiny_encoder_dir, epochs=2, negatives="other_clusters", keep_epoch_models=False,
-                     train_documents=DocumentSource(path=f"{s3_bucket}/data/train.jsonl"))
+                     train_documents=dict(path=f"{s3_bucket}/data/train.jsonl"))
     summary = run_shuffle_divide(config)
     run_dir = f"{s3_bucket}/runs/sd"
     for epoch in (1, 2):

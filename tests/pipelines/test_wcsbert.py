@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from contrastext.config import load_config
-from contrastext.data.labelled import LabelledTextsConfig, load_labelled_texts
+from contrastext.data.sources import TextSource, load_texts
 from contrastext.data.samples import DEFAULT_SAMPLE
 from contrastext.models import TextEncoder
 from contrastext.pipelines.wcsbert import run_wcsbert
@@ -138,7 +138,7 @@ def test_text_pool_trains_only_on_its_half(ray_session, tiny_encoder_dir, tmp_pa
     summary = run_wcsbert(config)
     assert summary["rounds"][0]["pseudo_labels"] == "prototypes"
     assert json.loads((tmp_path / "runs" / "texts" / "label_prototypes.json").read_text())["iterations"] == 3
-    data = load_labelled_texts(LabelledTextsConfig(path=str(pool_file)))
+    data = load_texts(TextSource(path=str(pool_file), label_column="label"))
     first, second = data.split_halves(0)
     # the final model's pool prototypes, as saved, classify the evaluation half with the reported accuracy
     prototypes = _unit(np.load(tmp_path / "runs" / "texts" / "label_prototypes.npy"))

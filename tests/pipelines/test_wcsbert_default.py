@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from contrastext.config import load_config
-from contrastext.data.labelled import load_labelled_texts, vital_articles
+from contrastext.data.sources import load_texts, vital_articles
 from contrastext.data.vital import TOPICS
 from contrastext.pipelines.wcsbert import run_wcsbert
 from contrastext.selftrain.config import WCSBertConfig
@@ -49,7 +49,7 @@ def test_the_default_self_trains_on_one_half_evaluates_on_the_other_and_guards_i
                                       if pretrain["used"] else str(tiny_encoder_dir))
     # the pool is the first half's texts only; labels never read
     pool = pq.read_table(run / "pool" / "pages.parquet").column("text").to_pylist()
-    _, second = load_labelled_texts(vital_articles()).split_halves(0)
+    _, second = load_texts(vital_articles()).split_halves(0)
     assert len(pool) == 80 and not set(pool) & set(second.texts)
     assert "guard" in capsys.readouterr().out
     assert json.loads((run / "metrics.json").read_text())["chosen_round"] == summary["chosen_round"]

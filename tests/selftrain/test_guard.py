@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from contrastext.clustering import nearest_neighbours
-from contrastext.pipelines.wcsbert import RoundStop
+from contrastext.pipelines.wcsbert import round_stop
 from contrastext.selftrain.config import WCSBertConfig
 from contrastext.selftrain.guard import anchored_share, guard_reference, neighbour_kappa, sample_positions
 
@@ -86,13 +86,13 @@ def _config(**rounds) -> WCSBertConfig:
 
 
 def test_the_guard_keeps_the_round_0_model_when_round_1_lowers_it():
-    stop = RoundStop(_config(), guard_0=0.50)
+    stop = round_stop(_config(), guard_0=0.50)
     assert stop.after({"round": 1, "guard": 0.45, "labels_changed": 0.2}) is True
     assert stop.best_round == 0 and "round-0 model" in stop.reason
 
 
 def test_the_guard_keeps_the_best_round_and_waits_out_its_patience():
-    stop = RoundStop(_config(patience=2), guard_0=0.50)
+    stop = round_stop(_config(patience=2), guard_0=0.50)
     assert not stop.after({"round": 1, "guard": 0.55, "labels_changed": 0.2})
     assert not stop.after({"round": 2, "guard": 0.54, "labels_changed": 0.1})
     assert stop.after({"round": 3, "guard": 0.53, "labels_changed": 0.1})
@@ -100,7 +100,7 @@ def test_the_guard_keeps_the_best_round_and_waits_out_its_patience():
 
 
 def test_without_the_guard_the_last_round_is_kept_until_labels_settle():
-    stop = RoundStop(_config(min_change=0.05), guard_0=None)
+    stop = round_stop(_config(min_change=0.05), guard_0=None)
     assert not stop.after({"round": 1, "labels_changed": None})
     assert stop.after({"round": 2, "labels_changed": 0.01}) and stop.best_round == 2
     assert "settled" in stop.reason

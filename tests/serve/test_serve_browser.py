@@ -1,5 +1,5 @@
 """The web page in headless Chromium (Debian's chromium + chromium-driver, through Selenium): classify a text,
-cluster and mine phrase topics with the bundled MiniLM and see the results; screenshots are kept under
+cluster, mine phrase topics and train a new classifier with the bundled MiniLM and see the results; screenshots are kept under
 test-artifacts/."""
 
 from __future__ import annotations
@@ -38,12 +38,21 @@ def browser():
 
 
 @pytest.fixture(scope="module")
-def app(ray_session):
+def app(ray_session, tmp_path_factory):
+    from contrastext.serve import classifier_job
+
+    # replicas and the training worker fit in 2 CPUs (a local Ray joined through RAY_ADDRESS=local has the cores)
     config = ServeConfig(port=free_port(),
-                         models={"minilm": {"num_cpus": 0.5, "torch_threads": 1, "max_length": 128}},
-                         topics={"num_cpus": 0.5, "torch_threads": 1, "k_max": 6})
-    with running_app(config) as url:
-        yield url
+                         models={"minilm": {"num_cpus": 0.25, "torch_threads": 1, "max_length": 128}},
+                         topics={"num_cpus": 0.25, "torch_threads": 1, "k_max": 6},
+                         classifiers={"storage_path": str(tmp_path_factory.mktemp("registry")), "batch_size": 4,
+                                      "cpus_per_worker": 1, "num_cpus": 0.25})
+    try:
+        with running_app(config) as url:
+            yield url
+    finally:
+        for name in classifier_job.active():
+            classifier_job.stop(name)
 
 
 def test_page_classifies_a_text(browser, app):
@@ -110,5 +119,49 @@ def test_page_mines_phrase_topics(browser, app):
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "serve_topics.png"
     panel = browser.find_element(By.ID, "topics-panel")
+    browser.execute_script("arguments[0].scrollIntoView();", panel)
+    assert panel.screenshot(str(shot)) and shot.stat().st_size > 10_000
+
+
+def test_page_trains_a_classifier_and_tries_it(browser, app):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(app)
+    wait = WebDriverWait(browser, 60)
+    wait.until(ec.text_to_be_present_in_element((By.ID, "status"), "ready"))
+    assert browser.find_element(By.ID, "classifier-run").is_enabled()
+    name = browser.find_element(By.ID, "classifier-name")
+    name.clear()
+    name.send_keys("web-news")
+    labels = browser.find_element(By.ID, "classifier-labels")
+    labels.clear()
+    labels.send_keys("Sports, Business, Technology")
+    browser.find_element(By.ID, "classifier-run").click()  # the page's example texts, 1 round
+    state = "const e = document.getElementById('classifier-state'); return e ? e.dataset.state : null;"
+    seen = set()  # the status line is redrawn on every poll: read it by script, not by a held element
+
+    def finished(b) -> bool:
+        seen.add(b.execute_script(state))
+        return seen & {"ready", "failed"}
+
+    WebDriverWait(browser, 600, poll_frequency=0.2).until(finished)
+    assert browser.execute_script(state) == "ready", browser.find_element(By.ID, "classifier-status").text
+    assert "running" in seen or "queued" in seen  # the rounds were watched, not only the end
+    assert browser.find_element(By.ID, "classifier-error").text == ""
+    (round_row,) = browser.find_elements(By.CSS_SELECTOR, "#classifier-rounds-table .classifier-round")
+    assert all(label in round_row.text for label in ("Sports", "Business", "Technology"))  # kept per label
+
+    assert browser.find_element(By.ID, "classifier-try").is_displayed()
+    browser.find_element(By.ID, "classifier-try-run").click()
+    wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#classifier-table .predicted")))
+    assert browser.find_element(By.ID, "classifier-try-error").text == ""
+    (row,) = browser.find_elements(By.CSS_SELECTOR, "#classifier-table .classifier-row")
+    assert row.find_element(By.CLASS_NAME, "predicted").text in ("Sports", "Business", "Technology")
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "serve_classifier.png"
+    panel = browser.find_element(By.ID, "classifier-panel")
     browser.execute_script("arguments[0].scrollIntoView();", panel)
     assert panel.screenshot(str(shot)) and shot.stat().st_size > 10_000

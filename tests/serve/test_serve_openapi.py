@@ -26,7 +26,9 @@ APP_NAME = "contrastext-fuzz"
 
 
 @pytest.fixture(scope="module")
-def app(ray_session, tiny_encoder_dir):
+def app(ray_session, tiny_encoder_dir, tmp_path_factory):
+    from contrastext.serve import classifier_job
+
     config = ServeConfig(
         port=free_port(), app_name=APP_NAME, access_log=False,
         models={"tiny": {"model": str(tiny_encoder_dir), "num_cpus": 0.25, "torch_threads": 1,
@@ -36,9 +38,18 @@ def app(ray_session, tiny_encoder_dir):
         limits={"max_texts_per_request": 16, "max_chars_per_text": 300, "max_labels_per_request": 8,
                 "max_cluster_texts": 16, "max_clusters": 8, "request_timeout_s": 20,
                 "max_topic_documents": 16, "max_topics": 8, "max_top_phrases": 10},
+        # a generated request that passes every check starts a real (small) training
+        classifiers={"storage_path": str(tmp_path_factory.mktemp("registry")), "max_texts": 16,
+                     "min_texts_per_label": 2, "max_dev_texts": 8, "max_concurrent_trainings": 1,
+                     "default_rounds": 1, "max_rounds": 2, "batch_size": 4, "cpus_per_worker": 1,
+                     "num_cpus": 0.25},
     )
-    with running_app(config) as url:
-        yield url
+    try:
+        with running_app(config) as url:
+            yield url
+    finally:
+        for name in classifier_job.active():
+            classifier_job.stop(name)
 
 
 EXAMPLES_PER_OPERATION = 12
@@ -51,7 +62,7 @@ def test_fuzzed_requests_never_get_a_5xx(app):
     schema = schemathesis.openapi.from_url(app + "openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
     assert {op.path for op in operations} >= {"/v1/embed", "/v1/classify", "/v1/cluster", "/v1/topics", "/v1/models",
-                                              "/healthz"}
+                                              "/healthz", "/v1/classifiers", "/v1/classifiers/{name}"}
     seen: dict[str, set[int]] = {}
     for operation in operations:
         # an operation without parameters or body has no invalid form
@@ -71,6 +82,8 @@ def test_fuzzed_requests_never_get_a_5xx(app):
     assert 200 in seen["POST /v1/classify"] and 422 in seen["POST /v1/classify"]
     assert 200 in seen["POST /v1/embed"] and 422 in seen["POST /v1/embed"]
     assert 422 in seen["POST /v1/topics"]  # generated documents rarely hold enough phrases to mine
+    assert 422 in seen["POST /v1/classifiers"] and seen["GET /v1/classifiers"] == {200}
+    assert {404, 422} <= seen["GET /v1/classifiers/{name}"] | seen["DELETE /v1/classifiers/{name}"]
 
 
 def test_requests_cannot_load_models_by_path_by_default(app, tiny_encoder_dir):

@@ -66,9 +66,9 @@ def test_two_workers_train_with_shared_negatives_and_export_a_loadable_model(ray
                  export_model_to=tmp_path / "model")
 
     assert result.steps == planned_steps(len(rows), config) == 4  # 32 rows per worker, batches of 8
-    assert np.isfinite(result.metrics["loss"])
     assert result.metrics["rows_trained"] == result.rows_trained == 64  # summed over both workers
     assert [h["step"] for h in result.history] == [2, 4, 4]  # log windows, then the epoch-end checkpoint
+    assert "loss" not in result.metrics and np.isfinite(result.last_loss)  # no step left after step 4's window
     assert result.history[-1]["checkpoint"].endswith("checkpoint_step000000004")
     # what the four steps learned: the loss of every anchor against all 64 positives falls (3.4 -> 0.3 in a
     # single process), and each anchor's nearest positive is its own
@@ -120,6 +120,23 @@ def test_mnr_memorises_32_pairs(ray_session, tiny_encoder_dir, tmp_path):
     assert 0 < last <= 0.2 * first, windows  # a cross-entropy, down by at least 80 % from its first window
 
 
+def test_an_epoch_end_with_no_step_left_reports_no_loss(ray_session, tiny_encoder_dir, tmp_path):
+    """Three steps an epoch, a window every two: epoch 0 closes with step 3 still to report, epoch 1 closes
+    right after the window of step 6 and so has no loss to report (not a loss of 0)."""
+    import ray.data
+
+    config = _config(tiny_encoder_dir, epochs=2, loss=LossConfig(name="mnr"))
+    result = fit(ray.data.from_items(_pairs(24)), config, OutputConfig(storage_path=str(tmp_path), name="ends"))
+
+    assert [(h["step"], "rows_trained" in h, "loss" in h) for h in result.history] == [
+        (2, False, True), (3, True, True), (4, False, True), (6, False, True), (6, True, False)]
+    assert all(h["loss"] > 0 for h in result.history if "loss" in h)
+    windows = [h["loss"] for h in result.history if "rows_per_s" in h]
+    assert result.window_losses == windows
+    assert result.last_loss == windows[-1]
+    assert result.mean_loss == pytest.approx(sum(windows) / 3)
+
+
 def test_malformed_rows_are_counted_and_skipped(ray_session, tiny_encoder_dir, tmp_path):
     import ray.data
 
@@ -140,7 +157,7 @@ def test_supervised_ntxent_trains_on_text_label_rows(ray_session, tiny_encoder_d
                      max_steps=3, checkpoint_every_steps=2, keep_checkpoints=5)
     result = fit(ray.data.from_items(rows), config, OutputConfig(storage_path=str(tmp_path), name="sup"))
     assert result.steps == 3
-    assert np.isfinite(result.metrics["loss"])
+    assert np.isfinite(result.last_loss)
     names = sorted(p.name for p in (tmp_path / "sup").glob("checkpoint_step*"))
     assert names == ["checkpoint_step000000002", "checkpoint_step000000003"]
 
@@ -174,7 +191,7 @@ def test_ntxent_with_groups_trains_and_a_missing_group_column_is_named(ray_sessi
     config = _config(tiny_encoder_dir, loss=LossConfig(name="ntxent"), group_column="group")
     result = fit(ray.data.from_items(rows), config, OutputConfig(storage_path=str(tmp_path), name="groups"))
     assert result.steps == 2 and result.metrics["rows_trained"] == 16
-    assert np.isfinite(result.metrics["loss"])
+    assert np.isfinite(result.last_loss)
     with pytest.raises(Exception, match="no group column 'group'"):
         fit(ray.data.from_items(_pairs(8)), config, OutputConfig(storage_path=str(tmp_path), name="no-groups"))
 

@@ -21,7 +21,14 @@ import numpy as np
 from contrastext.clustering import Clusterer, SphericalKMeans
 from contrastext.config import EncoderConfig, LossConfig, OptimizerConfig, ScalingSettings, TrainConfig
 from contrastext.data.documents import ShuffleUnit, shuffle_divide_pairs, split_units
-from contrastext.methods.training import checked_texts, encoder_spec, fit_rows, load_text_encoder, work_folder
+from contrastext.methods.training import (
+    checked_texts,
+    encoder_spec,
+    fit_rows,
+    kept_path,
+    load_text_encoder,
+    work_folder,
+)
 from contrastext.models.resolve import DEFAULT_MODEL
 
 
@@ -51,6 +58,8 @@ class ShuffleDivide:
 
     ``clusterer``: default ``SphericalKMeans(n_clusters)``; any object with ``fit_predict`` instead (then
     ``n_clusters`` is its business). ``epochs``: training epochs, each with freshly shuffled halves.
+    ``work_dir``: where the epochs' checkpoints and models are kept (``history_[i]["model"]``); without one
+    they go to a temporary folder removed at the end of ``fit``.
     """
 
     def __init__(self, encoder: Any = DEFAULT_MODEL, *, n_clusters: int = 8, clusterer: Clusterer | None = None,
@@ -77,22 +86,22 @@ class ShuffleDivide:
 
     def fit(self, documents: Sequence[str]) -> "ShuffleDivide":
         documents = checked_texts(documents, "documents")
-        folder = work_folder(self.work_dir, "shuffle-divide")
-        model = encoder_spec(self.encoder, folder / "start")
         encoder = load_text_encoder(self.encoder, self.max_length)
         units = split_units(documents, self.shuffle_unit) if self.epochs else []
         self.history_ = []
-        for epoch in range(1, self.epochs + 1):
-            pairs = shuffle_divide_pairs(units, epoch=epoch, seed=self.seed, min_units=self.min_units)
-            if not pairs:
-                raise ValueError(f"no document has {self.min_units} {self.shuffle_unit}s to shuffle and divide; "
-                                 "lower min_units or use shuffle_unit='word'")
-            rows = [{"anchor": p["anchor"], "positive": p["positive"]} for p in pairs]
-            result = fit_rows(rows, epoch_train_config(self.train, model, epoch), folder, f"epoch_{epoch:03d}")
-            model = result.model_path
-            self.history_.append({"epoch": epoch, "pairs": len(rows), "steps": result.steps,
-                                  "loss": result.metrics.get("loss"), "model": model})
-            encoder = load_text_encoder(model, self.max_length)
+        with work_folder(self.work_dir, "shuffle-divide") as folder:
+            model = encoder_spec(self.encoder, folder / "start")
+            for epoch in range(1, self.epochs + 1):
+                pairs = shuffle_divide_pairs(units, epoch=epoch, seed=self.seed, min_units=self.min_units)
+                if not pairs:
+                    raise ValueError(f"no document has {self.min_units} {self.shuffle_unit}s to shuffle and "
+                                     "divide; lower min_units or use shuffle_unit='word'")
+                rows = [{"anchor": p["anchor"], "positive": p["positive"]} for p in pairs]
+                result = fit_rows(rows, epoch_train_config(self.train, model, epoch), folder, f"epoch_{epoch:03d}")
+                model = result.model_path
+                self.history_.append({"epoch": epoch, "pairs": len(rows), "steps": result.steps,
+                                      "loss": result.mean_loss, "model": kept_path(model, self.work_dir)})
+                encoder = load_text_encoder(model, self.max_length)
         self.encoder_ = encoder
         return self
 

@@ -32,7 +32,8 @@ class SupConClassifier:
 
     ``ntxent_weight`` is λ (0: focal loss alone); ``train`` overrides the whole train block (default: the
     job's, batch 32 with 4 rows per class, mean pooling, 128 tokens). ``classes_`` holds the labels in the
-    order of ``predict_proba``'s columns (sorted).
+    order of ``predict_proba``'s columns (sorted). ``work_dir``: where the fit's checkpoints and model are
+    kept; without one they go to a temporary folder removed at the end of ``fit``.
     """
 
     def __init__(self, encoder: Any = DEFAULT_MODEL, *, ntxent_weight: float = 1.0, focal_weight: float = 1.0,
@@ -64,14 +65,14 @@ class SupConClassifier:
         if len(self.classes_) < 2:
             raise ValueError("a classifier needs at least two distinct labels")
         index = {label: i for i, label in enumerate(self.classes_)}
-        folder = work_folder(self.work_dir, "supcon")
-        config = classify_train_config(self.train, self.loss, len(self.classes_),
-                                       encoder_spec(self.encoder, folder / "start"), reset_head=True,
-                                       epochs=self.epochs, lr=self.lr, head_lr=self.head_lr)
         rows = [{"text": text, "label": index[label]} for text, label in zip(texts, labels)]
-        result = fit_rows(rows, config, folder, "fit")
-        self.model_ = TextClassifier.from_pretrained(result.model_path, labels=[str(c) for c in self.classes_],
-                                                     max_length=config.encoder.max_length)
+        with work_folder(self.work_dir, "supcon") as folder:
+            config = classify_train_config(self.train, self.loss, len(self.classes_),
+                                           encoder_spec(self.encoder, folder / "start"), reset_head=True,
+                                           epochs=self.epochs, lr=self.lr, head_lr=self.head_lr)
+            result = fit_rows(rows, config, folder, "fit")
+            self.model_ = TextClassifier.from_pretrained(result.model_path, labels=[str(c) for c in self.classes_],
+                                                         max_length=config.encoder.max_length)
         return self
 
     def _check_fitted(self) -> None:

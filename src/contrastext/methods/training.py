@@ -3,21 +3,36 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any
 
 from contrastext.config import OutputConfig, TrainConfig
 
 
-def work_folder(work_dir: str | os.PathLike[str] | None, prefix: str) -> Path:
-    """Where a façade's checkpoints go: ``work_dir`` (made if missing), else a new temporary folder."""
-    if work_dir is None:
-        return Path(tempfile.mkdtemp(prefix=f"contrastext-{prefix}-"))
-    folder = Path(work_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+@contextmanager
+def work_folder(work_dir: str | os.PathLike[str] | None, prefix: str) -> Iterator[Path]:
+    """Where a façade's fit writes its checkpoints and models: ``work_dir`` (made if missing, kept), else a
+    new temporary folder, removed when the block ends, whether the fit succeeded or not. A façade loads what
+    it keeps into memory before the block ends."""
+    if work_dir is not None:
+        folder = Path(work_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        yield folder
+        return
+    folder = Path(tempfile.mkdtemp(prefix=f"contrastext-{prefix}-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def kept_path(path: str | None, work_dir: str | os.PathLike[str] | None) -> str | None:
+    """``path`` (a model a fit exported) where it outlives the fit: only under a ``work_dir`` the user gave."""
+    return path if work_dir is not None else None
 
 
 def encoder_spec(encoder: Any, folder: Path) -> str:

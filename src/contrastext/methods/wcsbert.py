@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +22,21 @@ import numpy as np
 from scipy.special import softmax
 
 from contrastext.config import TrainConfig
-from contrastext.methods.training import checked_texts, encoder_spec, fit_rows, load_text_encoder, work_folder
+from contrastext.methods.training import (
+    checked_texts,
+    encoder_spec,
+    fit_rows,
+    kept_path,
+    load_text_encoder,
+    work_folder,
+)
 from contrastext.models.resolve import DEFAULT_MODEL
 from contrastext.selftrain.config import round_train
+from contrastext.selftrain.guard import TextGuard, guard_fields
 from contrastext.selftrain.pseudo_labels import SelectionConfig, select
 from contrastext.selftrain.pseudo_pairs import text_pairs
 from contrastext.selftrain.scoring import changed_share, label_prompt_vectors
+from contrastext.selftrain.stopping import RoundStop
 from contrastext.selftrain.teachers import PromptTeacher, Teacher
 from contrastext.zeroshot import LabelSet, ZeroShotClassifier, validate_template
 
@@ -41,14 +50,27 @@ class WCSBert:
     (its nearest label prototype), or any object with their ``scores`` method. ``template`` puts a label (or
     alias) into the prompt. ``train``: a round's training settings (default: the job's, MNR at batch 32).
     ``predict_proba`` is a softmax of the label scores (cosines) over ``temperature``.
+
+    ``guard`` (on by default, as in the job): the label-free check of ``selftrain.guard`` over a seeded
+    sample of ``guard_sample`` texts; the model kept is the round's (or the round-0 model's) whose labels best
+    follow the texts' neighbourhoods under the round-0 model and stay nearest their own names, and fitting
+    stops after ``patience`` rounds that do not raise it. ``chosen_round_`` and ``stop_reason_`` say what
+    happened, each ``history_`` record has the round's ``guard`` score. Off: the last round is kept.
+
+    ``work_dir``: where
+    the rounds' checkpoints and models are kept (``history_[i]["model"]``); without one they go to a
+    temporary folder removed at the end of ``fit``.
     """
 
     def __init__(self, encoder: Any = DEFAULT_MODEL, *, teacher: Teacher | None = None, rounds: int = 2,
                  template: str = "{label}", selection: SelectionConfig | None = None,
                  train: TrainConfig | None = None, max_pairs_per_label: int | None = 5000, max_length: int = 128,
-                 batch_size: int = 64, temperature: float = 0.05, work_dir: str | os.PathLike[str] | None = None):
+                 batch_size: int = 64, temperature: float = 0.05, guard: bool = True, guard_sample: int = 20_000,
+                 guard_neighbours: int = 10, patience: int = 1, work_dir: str | os.PathLike[str] | None = None):
         if rounds < 0:
             raise ValueError(f"rounds must be ≥ 0, got {rounds}")
+        if patience < 1 or guard_sample < 2 or guard_neighbours < 1:
+            raise ValueError("patience and guard_neighbours must be ≥ 1, guard_sample ≥ 2")
         self.encoder = encoder
         self.teacher: Teacher = teacher if teacher is not None else PromptTeacher()
         self.rounds = rounds
@@ -59,22 +81,45 @@ class WCSBert:
         self.max_length = max_length
         self.batch_size = batch_size
         self.temperature = temperature
+        self.guard = guard
+        self.guard_sample = guard_sample
+        self.guard_neighbours = guard_neighbours
+        self.patience = patience
         self.work_dir = work_dir
         self.encoder_ = None
+        self.chosen_round_: int = 0
+        self.stop_reason_: str | None = None
+        self.guard_round_0_: dict[str, float] | None = None
         self.label_set_: LabelSet | None = None
         self.aliases_: dict[str, list[str]] = {}
         self.history_: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ training
     def fit(self, texts: Sequence[str], labels: Sequence[str],
-            aliases: Mapping[str, Sequence[str]] | None = None) -> "WCSBert":
+            aliases: Mapping[str, Sequence[str]] | None = None,
+            on_round: Callable[[dict[str, Any], Any], None] | None = None) -> "WCSBert":
+        """``on_round(entry, encoder)`` is called after each round with its history entry and the round's model."""
         texts = checked_texts(texts)
         self.label_set_ = LabelSet.build(labels, aliases)
         self.aliases_ = {label: list(strings) for label, strings in (aliases or {}).items()}
-        folder = work_folder(self.work_dir, "wcsbert") if self.rounds else None
-        model = encoder_spec(self.encoder, folder / "start") if self.rounds else None
         encoder = load_text_encoder(self.encoder, self.max_length)
-        self.history_ = []
+        self.history_, self.chosen_round_, self.stop_reason_, self.guard_round_0_ = [], 0, None, None
+        if self.rounds:
+            with work_folder(self.work_dir, "wcsbert") as folder:
+                encoder = self._self_train(encoder, texts, folder)
+        self.encoder_ = encoder
+        return self
+
+    def _self_train(self, encoder, texts: list[str], folder: Path):
+        """The rounds from ``encoder``; returns the kept round's encoder (in memory)."""
+        guard = (TextGuard.build(encoder, texts, self.label_set_, self.template, sample=self.guard_sample,
+                                 neighbours=self.guard_neighbours, seed=self.train.seed, batch_size=self.batch_size)
+                 if self.guard else None)
+        guard_0 = guard.score(encoder) if guard is not None else None
+        self.guard_round_0_ = guard_fields(guard_0) if guard_0 is not None else None
+        stop = RoundStop(self.rounds, patience=self.patience, guard_0=guard_0.value if guard_0 is not None else None)
+        kept = {0: encoder}  # the round-0 model and the best round's since
+        model = encoder_spec(self.encoder, folder / "start")
         previous = None
         for r in range(1, self.rounds + 1):
             pseudo, pairs = self._pseudo_pairs(encoder, texts)
@@ -87,14 +132,24 @@ class WCSBert:
             result = fit_rows(rows, train, folder, f"round_{r}")
             model = result.model_path
             encoder = load_text_encoder(model, self.max_length)
-            kept = pseudo.kept_per_label(len(self.label_set_.labels)).tolist()
-            self.history_.append({"round": r, "kept": int(len(pseudo.kept)), "pairs": len(pairs),
-                                  "kept_per_label": dict(zip(self.label_set_.labels, kept)),
-                                  "labels_changed": changed_share(previous, pseudo.label), "steps": result.steps,
-                                  "model": model})
+            per_label = pseudo.kept_per_label(len(self.label_set_.labels)).tolist()
+            record = {"round": r, "kept": int(len(pseudo.kept)), "pairs": len(pairs),
+                      "kept_per_label": dict(zip(self.label_set_.labels, per_label)),
+                      "labels_changed": changed_share(previous, pseudo.label), "steps": result.steps,
+                      "model": kept_path(model, self.work_dir)}
+            if guard is not None:
+                record |= guard_fields(guard.score(encoder))
+            self.history_.append(record)
+            if on_round is not None:
+                on_round(record, encoder)
             previous = pseudo.label
-        self.encoder_ = encoder
-        return self
+            done = stop.after(record)
+            if stop.best_round == r:
+                kept = {r: encoder}
+            if done:
+                break
+        self.chosen_round_, self.stop_reason_ = stop.best_round, stop.reason
+        return kept[stop.best_round]
 
     def _pseudo_pairs(self, encoder, texts: list[str]):
         embeddings = encoder.encode(texts, batch_size=self.batch_size)

@@ -22,22 +22,18 @@ import math
 import shutil
 import tempfile
 import time
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from contrastext import storage
 from contrastext.clustering import spherical_kmeans
 from contrastext.config import OutputConfig, RayConfig, Settings, TrainConfig
 from contrastext.data.documents import (
-    Cleaning,
     Documents,
     ShuffleUnit,
-    clean_documents,
-    load_documents,
     shuffle_divide_pairs,
     split_units,
     tfidf_matrix,
@@ -45,6 +41,7 @@ from contrastext.data.documents import (
     tfidf_pairs,
 )
 from contrastext.data.paths import DATA_ENV, resolve_data_path
+from contrastext.data.sources import TextSource, dataset_file, load_texts
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.methods.shuffle_divide import default_shuffle_divide_train, epoch_train_config
 from contrastext.metrics.clustering import clustering_scores, silhouette
@@ -56,17 +53,12 @@ JOB = "shuffle_divide"
 _SCORE_KEYS = ("silhouette", "tfidf_silhouette", "acc", "nmi", "ami")
 
 
-class DocumentSource(Settings):
-    """One document file and how to read it."""
-
-    path: str = Field(..., description="JSONL/CSV/parquet; a relative path is looked up under data_dir")
-    text_column: str = "text"
-    label_column: str | None = Field(None, description="None: no labels (silhouette only)")
-    id_column: str | None = "id"
-    title_column: str | None = Field(None, description="prepended to the text as its first sentence")
-    cleaning: Cleaning = Field("basic", description="newsgroups: also strip headers, signatures and quotes")
-    min_words: int = Field(10, ge=1, description="documents shorter than this after cleaning are dropped")
-    max_documents: int | None = Field(None, ge=2, description="a seeded random subset of this many documents")
+def _document_source(value: Any) -> Any:
+    """The job's defaults for a document source given as a mapping: basic cleaning, documents under 10 words
+    left out (see contrastext.data.sources)."""
+    if isinstance(value, dict):
+        return {"cleaning": "basic", "min_words": 10, **value}
+    return value
 
 
 class ShuffleDivideConfig(Settings):
@@ -74,10 +66,13 @@ class ShuffleDivideConfig(Settings):
 
     data_dir: str | None = Field(None, description=f"where relative document paths live; None: ${DATA_ENV}, "
                                                    "else ../shared/data (contrastext.data.paths)")
-    documents: DocumentSource = Field(default_factory=lambda: DocumentSource(
-        path="bbcsport/bbcsport.jsonl", label_column="label", title_column="title"))
-    train_documents: DocumentSource | None = Field(
-        None, description="texts to train on (labels unused); None: the documents that are clustered")
+    documents: TextSource = Field(default_factory=lambda: TextSource(
+        path="bbcsport/bbcsport.jsonl", label_column="label", title_column="title", cleaning="basic",
+        min_words=10), description="the documents to cluster; given as a mapping, unless it says otherwise: "
+                                   "basic cleaning, documents under 10 words left out")
+    train_documents: TextSource | None = Field(
+        None, description="texts to train on (labels unused; defaults as documents); None: the documents that "
+                          "are clustered")
     pair_method: Literal["shuffle_divide", "tfidf"] = "shuffle_divide"
     shuffle_unit: ShuffleUnit = Field(
         "sentence", description="what Shuffle & Divide shuffles before cutting a document in half: sentence, "
@@ -105,6 +100,11 @@ class ShuffleDivideConfig(Settings):
     output: OutputConfig = Field(default_factory=lambda: OutputConfig(name="shuffle_divide"))
     ray: RayConfig = Field(default_factory=RayConfig)
 
+    @field_validator("documents", "train_documents", mode="before")
+    @classmethod
+    def _document_defaults(cls, value: Any) -> Any:
+        return _document_source(value)
+
     @model_validator(mode="after")
     def _one_epoch_per_fit(self) -> "ShuffleDivideConfig":
         if self.train.epochs != 1:
@@ -118,23 +118,13 @@ class ShuffleDivideConfig(Settings):
 
 # ---------------------------------------------------------------- inputs
 
-def _local_input(location: Path | str):
-    """A local path holding a document file or folder: the path itself, or a temporary copy of a URI."""
-    if not storage.is_uri(location):
-        return nullcontext(Path(location))
-    return storage.local_copy(location) if storage.is_dir(location) else storage.local_file(location)
-
-
-def load_source(source: DocumentSource, data_dir: str | None, seed: int) -> tuple[Documents, Path | str]:
-    path = resolve_data_path(source.path, data_dir, what="document file")
-    with _local_input(path) as local:
-        docs = load_documents(local, text_column=source.text_column, label_column=source.label_column,
-                              id_column=source.id_column, title_column=source.title_column)
-    docs = clean_documents(docs, source.cleaning, source.min_words)
-    if source.max_documents and source.max_documents < len(docs):
-        index = np.sort(np.random.default_rng(seed).choice(len(docs), source.max_documents, replace=False))
-        docs = docs.subset(index.tolist())
-    return docs, path
+def load_source(source: TextSource, data_dir: str | None, seed: int) -> tuple[Documents, Path | str]:
+    if source.path is None:  # a known dataset, found or fetched
+        path = dataset_file(source, data_dir)
+    else:
+        path = resolve_data_path(source.path, data_dir, what="document file")
+    texts = load_texts(source.model_copy(update={"path": str(path)}), seed=seed)
+    return Documents(ids=texts.ids, texts=texts.texts, labels=texts.labels, skipped=texts.skipped), path
 
 
 # ---------------------------------------------------------------- one epoch's steps

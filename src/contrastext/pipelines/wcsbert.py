@@ -30,13 +30,14 @@ import pyarrow as pa
 
 from contrastext import storage
 from contrastext.config import OutputConfig, TrainConfig
-from contrastext.data.labelled import LabelledTexts, describe, load_labelled_texts
+from contrastext.data.sources import LabelledTexts, describe, load_texts
 from contrastext.data.paths import data_root
 from contrastext.evaluators.zeroshot_accuracy import LabelScheme, ZeroShotEvaluator, ZeroShotResult
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.report import format_table
 from contrastext.runtime import init_ray
 from contrastext.selftrain.config import PretrainConfig, WCSBertConfig
+from contrastext.selftrain.guard import guard_fields, guard_text
 from contrastext.selftrain.pseudo_labels import select
 from contrastext.selftrain.prototypes import (
     classify_by_prototypes,
@@ -47,6 +48,7 @@ from contrastext.selftrain.prototypes import (
 from contrastext.selftrain.category_votes import PairsWritten, write_category_pairs
 from contrastext.selftrain.pseudo_pairs import PseudoPairs, label_prompts, text_pairs
 from contrastext.selftrain.scoring import changed_share, embed_label_strings, label_prompt_vectors, score_pool
+from contrastext.selftrain.stopping import RoundStop
 from contrastext.selftrain.teachers import PrototypeTeacher
 from contrastext.stages import Stage, say
 
@@ -86,7 +88,7 @@ def load_eval_set(config: WCSBertConfig, root: Path) -> tuple[EvalSet | None, st
     if ev.texts is None:
         return None, "no evaluation set configured"
     try:
-        data = load_labelled_texts(ev.texts, root)
+        data = load_texts(ev.texts, root)
     except FileNotFoundError as error:
         return None, f"evaluation set not found ({error})"
     if ev.half is not None:
@@ -272,7 +274,7 @@ def _pool_pages(config: WCSBertConfig, run: str, root: Path) -> tuple[str, int]:
         return storage.join(run, "corpus", "pages"), -1
     assert config.pool.texts is not None
     texts_config = config.pool.texts.model_copy(update={"label_column": None})  # labels are never read
-    data: LabelledTexts = load_labelled_texts(texts_config, root)
+    data: LabelledTexts = load_texts(texts_config, root)
     if config.pool.half is not None:
         first, second = data.split_halves(config.pool.split_seed)
         data = first if config.pool.half == "first" else second
@@ -409,8 +411,8 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     guard = _guard_reference(config, model_0, embeddings_dir, label_set) if config.rounds.guard and config.rounds.rounds else None
     guard_0 = guard.score(model_0, embeddings_dir) if guard else None
     if guard_0 is not None:
-        _say(f"guard: round-0 model {_guard_text(guard_0)}")
-    stop = RoundStop(config, guard_0.value if guard_0 is not None else None)
+        _say(f"guard: round-0 model {guard_text(guard_0)}")
+    stop = round_stop(config, guard_0.value if guard_0 is not None else None)
     t_rounds = time.perf_counter()
     for r in range(1, config.rounds.rounds + 1):
         round_stage = Stage(JOB, f"round {r}", storage.join(run, f"round_{r}"), round_settings(config, model))
@@ -420,7 +422,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
             record = _self_training_round(config, r, stage, model, model_0, embeddings_dir, pages, label_set,
                                           previous_labels, eval_set, fit)
             if guard is not None:
-                record |= _guard_fields(guard.score(record["model"], record["embeddings"]))
+                record |= guard_fields(guard.score(record["model"], record["embeddings"]))
             round_stage.mark_done(record)
         else:
             record = done["result"]
@@ -428,7 +430,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
                 evaluated = _evaluate(eval_set, config.encoder.load(record["model"]), stage, "round")
                 record |= {"eval_accuracy": evaluated.accuracy, "eval_macro_f1": evaluated.macro_f1}
             if guard is not None and record.get("guard_anchored") is None:
-                record |= _guard_fields(guard.score(record["model"], record["embeddings"]))
+                record |= guard_fields(guard.score(record["model"], record["embeddings"]))
         rounds.append(record)
         print(round_table(record, labels.names), flush=True)
         model = record["model"]
@@ -466,7 +468,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
         "corpus": corpus, "pretrain": pretrain, "pool_rows": encoded["rows"], "evaluations": evaluations,
         "rounds": rounds, "stop_reason": stop_reason, "chosen_round": best_round, "final_model": final_model,
         "guard_round_0": guard_0.value if guard_0 is not None else None,
-        "guard_round_0_parts": _guard_fields(guard_0) if guard_0 is not None else None,
+        "guard_round_0_parts": guard_fields(guard_0) if guard_0 is not None else None,
         "final": final, "timings_s": timings,
     }
     write_json_atomic(storage.join(run, "metrics.json"), summary)
@@ -480,38 +482,11 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     return summary
 
 
-class RoundStop:
-    """Which round's model to keep and when to stop: a dev set's accuracy when the user gives one
-    (``evaluation.use_as_dev``), else the label-free guard, else the last round (stopping when the
-    pseudo-labels settle)."""
-
-    def __init__(self, config: WCSBertConfig, guard_0: float | None):
-        self.rounds = config.rounds
-        self.use_dev = config.evaluation.use_as_dev
-        self.best_round, self.best_value, self.stale = 0, None if self.use_dev else guard_0, 0
-        self.reason = "all rounds run" if self.rounds.rounds else "no rounds configured"
-
-    def after(self, record: dict[str, Any]) -> bool:
-        """Take round ``record`` into account; True when no further round should run."""
-        r = record["round"]
-        value = record.get("eval_accuracy") if self.use_dev else record.get("guard")
-        if value is not None:
-            if self.best_value is None or value > self.best_value:
-                self.best_round, self.best_value, self.stale = r, value, 0
-            else:
-                self.stale += 1
-            if self.stale >= self.rounds.patience:
-                signal = "dev accuracy" if self.use_dev else "the label-free guard"
-                self.reason = (f"{signal} did not improve for {self.stale} round(s); kept "
-                               f"{'round ' + str(self.best_round) if self.best_round else 'the round-0 model'}")
-                return True
-        else:
-            self.best_round = r
-        changed = record.get("labels_changed")
-        if changed is not None and changed < self.rounds.min_change:
-            self.reason = f"pseudo-labels settled (changed {changed:.4f} < min_change)"
-            return True
-        return False
+def round_stop(config: WCSBertConfig, guard_0: float | None) -> RoundStop:
+    """The job's stopping rule (selftrain.stopping): a dev set's accuracy when the user gives one
+    (``evaluation.use_as_dev``), else the label-free guard, else the last round."""
+    return RoundStop(config.rounds.rounds, patience=config.rounds.patience, min_change=config.rounds.min_change,
+                     use_dev=config.evaluation.use_as_dev, guard_0=guard_0)
 
 
 @dataclass
@@ -528,15 +503,6 @@ class _Guard:
         label_embeddings = embed_label_strings(encoder, self.label_set, self.config.labels.template)
         embeddings = H5Corpus(embeddings_dir).lookup(self.reference.ids)
         return self.reference.score(self.reference.labels_of(embeddings, label_embeddings))
-
-
-def _guard_fields(score: Any) -> dict[str, float]:
-    return {"guard": score.value, "guard_kappa": score.kappa, "guard_anchored": score.anchored}
-
-
-def _guard_text(score: Any) -> str:
-    return (f"guard {score.value:.4f} (labels follow the pool's neighbourhoods with kappa {score.kappa:.4f}; "
-            f"{score.anchored:.0%} of labels still nearest their own name)")
 
 
 def _guard_reference(config: WCSBertConfig, model_0: str, embeddings_dir: str, label_set) -> _Guard:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from contrastext.config import EncoderConfig, OptimizerConfig, OutputConfig, RayConfig, ScalingSettings, Settings, \
     TrainConfig
-from contrastext.data.labelled import LabelledTextsConfig, vital_articles
+from contrastext.data.sources import TextSource, vital_articles
 from contrastext.data.vital import TOPIC_ALIASES, TOPICS
 from contrastext.data.pairs import PairOptions
 from contrastext.selftrain.pseudo_labels import SelectionConfig
@@ -83,8 +83,8 @@ class PoolConfig(Settings):
     """What self-training reads without labels: Wikipedia pages (with categories) or plain texts."""
 
     source: Literal["wikipedia", "texts"] = Field("texts", description="default: the Vital articles' first half")
-    texts: LabelledTextsConfig | None = Field(default_factory=lambda: vital_articles(labelled=False),
-                                              description="source=texts: the texts (labels never read)")
+    texts: TextSource | None = Field(default_factory=lambda: vital_articles(labelled=False),
+                                     description="source=texts: the texts (labels never read)")
     half: Half | None = Field("first", description="take one half of the texts (split by split_seed)")
     split_seed: int = 0
     max_rows: int | None = Field(2000, ge=1, description="source=texts: a seeded sample of this many texts "
@@ -139,8 +139,9 @@ class RoundsConfig(Settings):
 
 
 class EvaluationConfig(Settings):
-    texts: LabelledTextsConfig | None = Field(default_factory=vital_articles,
-                                              description="labelled texts; skipped (and said so) when absent")
+    texts: TextSource | None = Field(default_factory=vital_articles,
+                                     description="labelled texts; skipped (and said so) when absent; given as a "
+                                                 "mapping, its label column is `label` unless it says otherwise")
     half: Half | None = Field("second", description="evaluate on one half only (the other may be the pool)")
     split_seed: int = 0
     max_rows: int | None = Field(1000, ge=1, description="a seeded sample of this many rows (None: all)")
@@ -153,6 +154,19 @@ class EvaluationConfig(Settings):
     prototype_iterations: int = Field(0, ge=0, description="k-means refinements of the prototypes on the pool")
     use_as_dev: bool = Field(False, description="choose the best round and stop early on this set's accuracy "
                                                 "(off: the label-free signal decides)")
+
+    @field_validator("texts", mode="before")
+    @classmethod
+    def _labelled_by_default(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {"label_column": "label", **value}
+        return value
+
+    @model_validator(mode="after")
+    def _texts_have_labels(self) -> "EvaluationConfig":
+        if self.texts is not None and self.texts.label_column is None:
+            raise ValueError("evaluation.texts needs a label_column: the evaluation compares with its labels")
+        return self
 
 
 class EncodeStageConfig(Settings):

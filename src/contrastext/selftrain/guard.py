@@ -23,12 +23,14 @@ accuracy from 0.538 to 0.476 while kappa rose from 0.609 to 0.638; there its anc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from contrastext.clustering import nearest_neighbours
-from contrastext.zeroshot import label_scores_and_aliases
+from contrastext.selftrain.scoring import embed_label_strings
+from contrastext.zeroshot import LabelSet, label_scores_and_aliases
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,16 @@ class GuardScore:
     @property
     def value(self) -> float:
         return self.kappa * self.anchored
+
+
+def guard_fields(score: GuardScore) -> dict[str, float]:
+    """A round record's guard fields."""
+    return {"guard": score.value, "guard_kappa": score.kappa, "guard_anchored": score.anchored}
+
+
+def guard_text(score: GuardScore) -> str:
+    return (f"guard {score.value:.4f} (labels follow the pool's neighbourhoods with kappa {score.kappa:.4f}; "
+            f"{score.anchored:.0%} of labels still nearest their own name)")
 
 
 @dataclass
@@ -97,3 +109,33 @@ def guard_reference(ids: np.ndarray, embeddings: np.ndarray, label_embeddings: n
     neighbours = nearest_neighbours(embeddings, min(k, len(ids) - 1))
     return GuardReference(np.asarray(ids, dtype=np.int64), neighbours, np.asarray(embeddings, dtype=np.float32),
                           np.asarray(label_embeddings, dtype=np.float32), np.asarray(owner), n_labels)
+
+
+@dataclass
+class TextGuard:
+    """The guard over texts held in memory: a model is scored by encoding the sampled texts and the label
+    strings again (the job reads the pool's stored embeddings instead)."""
+
+    reference: GuardReference
+    texts: list[str]  # the sampled texts, in the order of reference.ids
+    label_set: LabelSet
+    template: str
+    batch_size: int = 64
+
+    @classmethod
+    def build(cls, encoder, texts: Sequence[str], label_set: LabelSet, template: str, *, sample: int,
+              neighbours: int, seed: int, batch_size: int = 64) -> "TextGuard":
+        """The reference under ``encoder`` (the round-0 model) over a seeded sample of ``sample`` texts."""
+        positions = sample_positions(len(texts), sample, seed)
+        sampled = [texts[i] for i in positions]
+        embeddings = encoder.encode(sampled, batch_size=batch_size)
+        _, owner = label_set.flat()
+        reference = guard_reference(positions, embeddings, embed_label_strings(encoder, label_set, template), owner,
+                                    len(label_set.labels), neighbours)
+        return cls(reference, sampled, label_set, template, batch_size)
+
+    def score(self, encoder) -> GuardScore:
+        """The score of ``encoder``'s labels of the sampled texts."""
+        embeddings = encoder.encode(self.texts, batch_size=self.batch_size)
+        label_embeddings = embed_label_strings(encoder, self.label_set, self.template)
+        return self.reference.score(self.reference.labels_of(embeddings, label_embeddings))

@@ -25,12 +25,13 @@ from ray.serve.schema import LoggingConfig
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from contrastext.config import apply_overrides, load_config
+from contrastext.serve import classifiers
 from contrastext.serve.config import LimitsConfig, ServeConfig
 from contrastext.serve.deployments import EncoderDeployment, PathModelDeployment
 from contrastext.serve.routing import REQUEST_ID_HEADER, looks_like_path, request_id
 from contrastext.serve.schemas import (
-    ClassifyRequest, ClassifyResponse, ClusterRequest, ClusterResponse, EmbedRequest, EmbedResponse,
-    ErrorResponse, HealthResponse, ModelInfo, ModelsResponse, TopicsModelInfo, TopicsRequest, TopicsResponse,
+    ClassifierList, ClassifierStatus, ClassifyRequest, ClassifyResponse, ClusterRequest, ClusterResponse, EmbedRequest, EmbedResponse,
+    CreateClassifierRequest, DeletedClassifier, ErrorResponse, HealthResponse, ModelInfo, ModelsResponse, TopicsModelInfo, TopicsRequest, TopicsResponse,
 )
 from contrastext.serve.topics import topics_deployment, topics_route
 from contrastext.zeroshot import LabelSet, validate_template
@@ -113,12 +114,18 @@ class Ingress:
     """HTTP front: checks limits, routes each request to its model deployment, shapes the answer."""
 
     def __init__(self, config: dict[str, Any], encoders: dict[str, DeploymentHandle],
-                 path_models: DeploymentHandle | None = None, topics: DeploymentHandle | None = None):
+                 path_models: DeploymentHandle | None = None, topics: DeploymentHandle | None = None,
+                 classifier_models: DeploymentHandle | None = None):
+        from contrastext.serve.registry import ClassifierRegistry
+
         self.config = ServeConfig.model_validate(config)
         self.limits = self.config.limits
         self.encoders = encoders
         self.path_models = path_models
         self.topics = topics
+        self.classifier_models = classifier_models
+        storage_path = self.config.classifiers.storage_path
+        self.registry = ClassifierRegistry(storage_path) if storage_path else None
         api.state.limits = self.limits
         self.page = static_page()
 
@@ -145,6 +152,8 @@ class Ingress:
 
     def _check_labels(self, body: ClassifyRequest) -> None:
         limits = self.limits
+        if body.labels is None:
+            raise HTTPException(422, "labels are needed, except for a trained classifier (POST /v1/classifiers)")
         if len(body.labels) > limits.max_labels_per_request:
             raise HTTPException(413, f"{len(body.labels)} labels in the request; at most "
                                      f"{limits.max_labels_per_request} are accepted")
@@ -236,15 +245,59 @@ class Ingress:
         return {"request_id": request_id(request), "model": name, "dimension": int(embeddings.shape[1]),
                 "embeddings": embeddings.tolist()}
 
-    @api.post("/v1/classify", response_model=ClassifyResponse, responses=_ERRORS)
+    @api.post("/v1/classify", response_model=ClassifyResponse, responses={
+        **_ERRORS, 409: {"model": ErrorResponse, "description": "the named classifier is not ready"}})
     async def classify(self, body: ClassifyRequest, request: Request) -> dict[str, Any]:
         self._check_texts(body.texts, self.limits.max_texts_per_request)
+        if body.model and body.model not in self.encoders:
+            manifest = await classifiers.ready_manifest(self, body.model)
+            if manifest is not None:
+                return await self._classify_trained(body, request, manifest)
+        if body.labels is None:
+            self._target(body.model)  # an unknown model is 404 before the missing labels are 422
         self._check_labels(body)
         name, handle, lead = self._target(body.model)
         template = body.template or self.config.zeroshot.template
         answer = await self._call(request, name, handle.classify, *lead, body.texts, body.labels, body.aliases,
                                   body.auto_aliases, template, body.threshold)
         return {"request_id": request_id(request), "model": name, **answer}
+
+    async def _classify_trained(self, body: ClassifyRequest, request: Request,
+                                manifest: dict[str, Any]) -> dict[str, Any]:
+        name = manifest["name"]
+        if body.labels is not None and list(body.labels) != manifest["labels"]:
+            raise HTTPException(422, f"classifier {name!r} classifies into its own labels {manifest['labels']}; "
+                                     "leave labels out (or give exactly those)")
+        if body.aliases is not None or body.template is not None:
+            raise HTTPException(422, f"classifier {name!r} has its own aliases and template; leave them out")
+        answer = await self._call(request, name, self.classifier_models.classify,
+                                  self.registry.model_location(manifest), body.texts, manifest["labels"],
+                                  manifest["aliases"], manifest["template"], body.threshold)
+        return {"request_id": request_id(request), "model": name, **answer}
+
+    # ------------------------------------------------------------ classifiers trained over HTTP
+    @api.post("/v1/classifiers", status_code=202, response_model=ClassifierStatus,
+              responses={**_ERRORS, 403: {"model": ErrorResponse, "description": "texts_uri is not allowed"},
+                         404: {"model": ErrorResponse, "description": "classifier training is off"},
+                         409: {"model": ErrorResponse, "description": "the name is taken"},
+                         429: {"model": ErrorResponse, "description": "too many trainings running; see Retry-After"}})
+    async def create_classifier(self, body: CreateClassifierRequest, request: Request):
+        """Start self-training a classifier on the texts (a Ray job); answers 202 with its status URL."""
+        return await classifiers.create_route(self, body, request)
+
+    @api.get("/v1/classifiers", response_model=ClassifierList, responses=_ERRORS)
+    async def list_classifiers(self, request: Request) -> dict[str, Any]:
+        return await classifiers.list_route(self, request)
+
+    @api.get("/v1/classifiers/{name}", name="get_classifier", response_model=ClassifierStatus, responses=_ERRORS)
+    async def get_classifier(self, name: str, request: Request) -> dict[str, Any]:
+        """State (queued, running, ready, failed), rounds done, pseudo-labels kept per label, dev accuracy."""
+        return await classifiers.get_route(self, name, request)
+
+    @api.delete("/v1/classifiers/{name}", response_model=DeletedClassifier, responses=_ERRORS)
+    async def delete_classifier(self, name: str, request: Request) -> dict[str, Any]:
+        """Stop its training if running, and remove it and its files."""
+        return await classifiers.delete_route(self, name, request)
 
     @api.post("/v1/cluster", response_model=ClusterResponse, responses=_ERRORS)
     async def cluster(self, body: ClusterRequest, request: Request) -> dict[str, Any]:
@@ -306,10 +359,13 @@ def build_app(config: ServeConfig):
     if config.topics.enabled:
         topics = topics_deployment(config.topics, config.allow_model_paths_from_requests,
                                    config.path_models_per_replica)
+    classifier_models = None
+    if config.classifiers.storage_path:
+        classifier_models = classifiers.classifier_models_deployment(config)
     ingress = Ingress.options(num_replicas=config.ingress_replicas,
                               max_ongoing_requests=config.ingress_max_ongoing_requests,
                               ray_actor_options={"num_cpus": config.ingress_num_cpus})
-    return ingress.bind(config.model_dump(mode="json"), encoders, path_models, topics)
+    return ingress.bind(config.model_dump(mode="json"), encoders, path_models, topics, classifier_models)
 
 
 def app_builder(args: dict[str, Any]):

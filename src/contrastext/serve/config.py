@@ -118,6 +118,43 @@ class TopicsSettings(Settings):
         return self
 
 
+CLASSIFIER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+
+
+class ClassifiersSettings(Settings):
+    """Classifiers trained over HTTP (/v1/classifiers): where they are kept, what a training may ask."""
+
+    storage_path: str | None = Field(
+        None, description="registry folder or URI shared by every replica (a bucket on a cluster); None: "
+                          "/v1/classifiers answers 404")
+    texts_uri_prefixes: list[str] = Field(
+        default_factory=list, description="folders or URIs a request's texts_uri may point into; empty: "
+                                          "texts_uri is refused (403), so a request cannot read server files")
+    max_texts: int = Field(5_000, ge=2, description="texts a training may self-train on (inline or texts_uri)")
+    min_texts_per_label: int = Field(5, ge=1, description="a training needs at least this many texts per label")
+    max_dev_texts: int = Field(1_000, ge=1)
+    max_concurrent_trainings: int = Field(1, ge=1, description="more answer 429 with Retry-After")
+    retry_after_s: int = Field(60, ge=1, description="the Retry-After of a 429")
+    max_training_s: float = Field(
+        6 * 3600, gt=0, description="a training still queued or running this long after it was asked for is "
+                                    "stopped and failed (e.g. one waiting for CPUs the cluster never frees)")
+    default_rounds: int = Field(2, ge=1)
+    max_rounds: int = Field(5, ge=1)
+    cpus_per_worker: float = Field(2.0, gt=0, description="CPUs of the training's Ray Train worker")
+    max_length: int = Field(64, gt=0, description="tokens per text while training (the job's round default)")
+    batch_size: int = Field(32, ge=2, description="pairs per training step (the job's round default)")
+    lr: float = Field(2e-5, gt=0, description="peak learning rate of a round (the job's round default)")
+    models_per_replica: int = Field(4, ge=1, description="trained classifiers a serving replica keeps (LRU)")
+    num_cpus: float = Field(1.0, ge=0, description="CPUs reserved per serving replica of trained classifiers")
+    replicas: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _rounds(self) -> "ClassifiersSettings":
+        if self.default_rounds > self.max_rounds:
+            raise ValueError(f"classifiers.default_rounds ({self.default_rounds}) > max_rounds ({self.max_rounds})")
+        return self
+
+
 class ServeConfig(Settings):
     """``contrastext serve``: Ray Serve endpoints (embed, classify, cluster, topics) and a web page."""
 
@@ -133,6 +170,7 @@ class ServeConfig(Settings):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     zeroshot: ZeroShotSettings = Field(default_factory=ZeroShotSettings)
     topics: TopicsSettings = Field(default_factory=TopicsSettings)
+    classifiers: ClassifiersSettings = Field(default_factory=ClassifiersSettings)
     allow_model_paths_from_requests: bool = Field(
         False, description="let a request name a model folder or spec that is not in `models` (loads it)")
     path_models_per_replica: int = Field(2, ge=1, description="request-loaded models a replica keeps (LRU)")

@@ -33,7 +33,9 @@ class EmbedResponse(BaseModel):
 
 class ClassifyRequest(_Request):
     texts: list[str] = Field(..., min_length=1)
-    labels: list[str] = Field(..., min_length=1, description="candidate labels, distinct")
+    labels: list[str] | None = Field(
+        None, min_length=1, description="candidate labels, distinct; none only for a trained classifier "
+                                        "(POST /v1/classifiers), which classifies into its own labels")
     model: str | None = ModelName
     template: str | None = Field(None, max_length=1000,
                                  description="prompt with '{label}'; none: the server's default")
@@ -170,6 +172,64 @@ class ModelsResponse(BaseModel):
 class HealthResponse(BaseModel):
     status: Literal["ok"]
     models: list[str]
+
+
+class DevSetIn(_Request):
+    texts: list[str] = Field(..., min_length=1)
+    labels: list[str] = Field(..., min_length=1, description="each dev text's true label, one of the labels")
+
+
+class CreateClassifierRequest(_Request):
+    name: str = Field(..., max_length=64, description="letters, digits, '_' and '-'; the model name to classify with")
+    labels: list[str] = Field(..., description="the class names, at least 2, distinct")
+    aliases: dict[str, list[str]] | None = Field(None, description="extra names per label")
+    template: str | None = Field(None, max_length=1000, description="prompt with '{label}'; none: '{label}'")
+    texts: list[str] | None = Field(None, description="unlabelled texts to self-train on (or texts_uri)")
+    texts_uri: str | None = Field(None, max_length=4096,
+                                  description="a text file on the server's storage, one text per line")
+    dev: DevSetIn | None = Field(None, description="labelled texts scored after every round (never trained on)")
+    rounds: int | None = Field(None, ge=1, description="self-training rounds; none: the server's default")
+    base_model: str | None = Field(None, max_length=64, description="a served model to start from; none: the default")
+
+
+class RoundOut(BaseModel):
+    round: int
+    kept: int = Field(..., description="texts kept as pseudo-labelled training examples")
+    pairs: int
+    kept_per_label: dict[str, int]
+    labels_changed: float | None = Field(None, description="share of pseudo-labels changed since the last round")
+    steps: int
+    seconds: float
+    dev_accuracy: float | None = None
+
+
+class ClassifierStatus(BaseModel):
+    model_config = ConfigDict(protected_namespaces=())
+    name: str
+    state: Literal["queued", "running", "ready", "failed"]
+    reason: str | None = Field(None, description="why it failed")
+    labels: list[str]
+    base_model: str
+    rounds: int
+    round: int = Field(0, description="rounds finished")
+    rounds_done: list[RoundOut] = Field(default_factory=list)
+    texts: int | None = Field(None, description="texts self-trained on")
+    dev_accuracy_untrained: float | None = None
+    version: int | None = Field(None, description="the registered version, once ready")
+    created: str
+    started: str | None = None
+    finished: str | None = None
+    status_url: str
+
+
+class ClassifierList(BaseModel):
+    classifiers: list[ClassifierStatus]
+
+
+class DeletedClassifier(BaseModel):
+    name: str
+    deleted: bool
+    training_stopped: bool = Field(..., description="whether a running training was stopped")
 
 
 class ErrorResponse(BaseModel):

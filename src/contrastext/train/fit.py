@@ -65,8 +65,11 @@ class FitResult:
         return self.window_losses[-1] if self.window_losses else self._last_reported_loss()
 
     def _last_reported_loss(self) -> float | None:
-        loss = self.metrics.get("loss")
-        return float(loss) if loss is not None else None
+        # an epoch's closing report has no loss when no step was left after the last window
+        for record in reversed(self.history or [self.metrics]):
+            if record.get("loss") is not None:
+                return float(record["loss"])
+        return None
 
 
 def data_config(objective: Objective):

@@ -37,7 +37,7 @@ def logged_windows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The records of the step-interval reports, each covering the steps since the one before.
 
     They are the ones with ``rows_per_s``. An epoch's closing report has none: it covers whatever steps were
-    left, possibly none (its loss is then 0) or one short last batch (whose in-batch loss is near 0).
+    left, possibly none (it then has no loss) or one short last batch (whose in-batch loss is near 0).
     """
     return [r for r in records if r.get("rows_per_s") is not None and r.get("loss") is not None]
 

@@ -172,7 +172,9 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
             progress.epoch, progress.batch_in_epoch = epoch + 1, 0
         # every epoch ends (and the run finishes) with a checkpoint of the model it reached, unless the
         # step-interval checkpoint has just saved that model: one step, one checkpoint folder
-        report({"loss": window_loss / max(1, window_steps), "rows_trained": rows_seen,
-                "skipped_reasons": dict(skipped.reasons), **evaluate()},
+        # a window report on the epoch's last step leaves no step to this one: it then has no loss
+        # rather than a loss of 0 that would read as a trained value
+        window = {"loss": window_loss / window_steps} if window_steps else {}
+        report({**window, "rows_trained": rows_seen, "skipped_reasons": dict(skipped.reasons), **evaluate()},
                with_checkpoint=progress.step != last_checkpoint_step)
         window_loss, window_steps, window_rows, window_start = 0.0, 0, 0, time.perf_counter()
