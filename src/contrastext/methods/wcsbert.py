@@ -106,11 +106,12 @@ class WCSBert:
         self.history_, self.chosen_round_, self.stop_reason_, self.guard_round_0_ = [], 0, None, None
         if self.rounds:
             with work_folder(self.work_dir, "wcsbert") as folder:
-                encoder = self._self_train(encoder, texts, folder)
+                encoder = self._self_train(encoder, texts, folder, on_round)
         self.encoder_ = encoder
         return self
 
-    def _self_train(self, encoder, texts: list[str], folder: Path):
+    def _self_train(self, encoder, texts: list[str], folder: Path,
+                    on_round: Callable[[dict[str, Any], Any], None] | None = None):
         """The rounds from ``encoder``; returns the kept round's encoder (in memory)."""
         guard = (TextGuard.build(encoder, texts, self.label_set_, self.template, sample=self.guard_sample,
                                  neighbours=self.guard_neighbours, seed=self.train.seed, batch_size=self.batch_size)

@@ -92,7 +92,7 @@ def train(spec: TrainingSpec) -> dict[str, Any]:
     from contrastext.storage import scratch_dir
 
     registry = ClassifierRegistry(spec.registry)
-    status = registry.update_status(spec.name, state="running", started=now(), round=0)
+    registry.update_status(spec.name, state="running", started=now(), round=0)
     work = scratch_dir("contrastext-classifier-")
     try:
         texts = read_texts(spec)
@@ -100,7 +100,7 @@ def train(spec: TrainingSpec) -> dict[str, Any]:
         untrained_dev = None
         if spec.dev is not None:
             untrained_dev = dev_accuracy(load_text_encoder(spec.base_model_spec, spec.max_length), spec)
-        status = registry.update_status(spec.name, texts=len(texts), dev_accuracy_untrained=untrained_dev)
+        registry.update_status(spec.name, texts=len(texts), dev_accuracy_untrained=untrained_dev)
         round_started = time.monotonic()
 
         def on_round(entry: dict[str, Any], encoder) -> None:

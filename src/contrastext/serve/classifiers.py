@@ -24,7 +24,7 @@ from contrastext import storage
 from contrastext.serve import classifier_job
 from contrastext.serve.config import CLASSIFIER_NAME, ServedModelConfig, ZeroShotSettings
 from contrastext.serve.registry import ACTIVE_STATES, ClassifierRegistry, now
-from contrastext.serve.schemas import ClassifierStatus, CreateClassifierRequest
+from contrastext.serve.schemas import CreateClassifierRequest
 from contrastext.zeroshot import LabelSet, validate_template
 
 log = logging.getLogger(__name__)
