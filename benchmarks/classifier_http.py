@@ -60,13 +60,15 @@ def free_port() -> int:
 
 def ag_news_setup() -> tuple[dict, object]:
     """The labels block (names, aliases, template) and the labelled AG News test set, as the config reads it."""
-    from contrastext.data.labelled import LabelledTextsConfig, load_labelled_texts
+    from contrastext.config import load_config
+    from contrastext.data.sources import load_texts
+    from contrastext.selftrain.config import WCSBertConfig
 
     if not (DATA_DIR / "ag_news" / "test.csv").is_file():
         raise SystemExit(f"benchmark needs {DATA_DIR / 'ag_news' / 'test.csv'} (set CONTRASTEXT_DATA)")
-    config = yaml.safe_load(AG_NEWS_CONFIG.read_text())
-    texts = LabelledTextsConfig.model_validate({**config["evaluation"]["texts"], "max_rows": None})
-    return config["labels"], load_labelled_texts(texts, data_dir=DATA_DIR)
+    config = load_config(WCSBertConfig, AG_NEWS_CONFIG)
+    labels = yaml.safe_load(AG_NEWS_CONFIG.read_text())["labels"]
+    return labels, load_texts(config.evaluation.texts, data_dir=DATA_DIR)
 
 
 def classify(session: requests.Session, url: str, body: dict, texts: list[str]) -> list[str]:

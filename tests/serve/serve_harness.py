@@ -18,9 +18,11 @@ def free_port() -> int:
 
 @contextmanager
 def running_app(config) -> Iterator[str]:
-    """Serve ``config`` until the block ends (Serve is shut down after); yields the application's URL."""
+    """Serve ``config`` until the block ends (Serve is shut down and classifier trainings, detached actors
+    that outlive the app, are stopped after); yields the application's URL."""
     from ray import serve
 
+    from contrastext.serve import classifier_job
     from contrastext.serve.app import start_serve
 
     url = start_serve(config)
@@ -28,3 +30,5 @@ def running_app(config) -> Iterator[str]:
         yield url
     finally:
         serve.shutdown()
+        for name in classifier_job.active():
+            classifier_job.stop(name)

@@ -35,8 +35,6 @@ def uploads(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def served(ray_session, tiny_encoder_dir, tmp_path_factory, uploads):
-    from contrastext.serve import classifier_job
-
     registry = tmp_path_factory.mktemp("registry")
     config = ServeConfig(
         port=free_port(), app_name="contrastext-classifiers", access_log=False,
@@ -51,12 +49,8 @@ def served(ray_session, tiny_encoder_dir, tmp_path_factory, uploads):
                      "batch_size": 4, "lr": 5e-3, "max_rounds": 2, "cpus_per_worker": 1,
                      "num_cpus": 0.25},
     )
-    try:
-        with running_app(config) as url:
-            yield config, url, registry
-    finally:
-        for name in classifier_job.active():
-            classifier_job.stop(name)
+    with running_app(config) as url:
+        yield config, url, registry
 
 
 def post(url: str, path: str, body) -> requests.Response:

@@ -27,8 +27,6 @@ APP_NAME = "contrastext-fuzz"
 
 @pytest.fixture(scope="module")
 def app(ray_session, tiny_encoder_dir, tmp_path_factory):
-    from contrastext.serve import classifier_job
-
     config = ServeConfig(
         port=free_port(), app_name=APP_NAME, access_log=False,
         models={"tiny": {"model": str(tiny_encoder_dir), "num_cpus": 0.25, "torch_threads": 1,
@@ -44,12 +42,8 @@ def app(ray_session, tiny_encoder_dir, tmp_path_factory):
                      "default_rounds": 1, "max_rounds": 2, "batch_size": 4, "cpus_per_worker": 1,
                      "num_cpus": 0.25},
     )
-    try:
-        with running_app(config) as url:
-            yield url
-    finally:
-        for name in classifier_job.active():
-            classifier_job.stop(name)
+    with running_app(config) as url:
+        yield url
 
 
 EXAMPLES_PER_OPERATION = 12
