@@ -90,7 +90,8 @@ def test_create_poll_classify_list_restart_delete(served):
     from contrastext.serve.app import start_serve
 
     config, url, registry = served
-    created = post(url, "v1/classifiers", request("news", rounds=1,
+    # without the guard, the round's model is served even if the label-free score says it got worse
+    created = post(url, "v1/classifiers", request("news", rounds=1, guard=False,
                                                   dev={"texts": NEWS_DOCUMENTS, "labels": DEV_LABELS}))
     assert created.status_code == 202, created.text
     assert created.json()["state"] == "queued"
@@ -110,6 +111,7 @@ def test_create_poll_classify_list_restart_delete(served):
     assert set(done["kept_per_label"]) == set(LABELS) and sum(done["kept_per_label"].values()) == done["kept"] > 0
     assert 0 <= done["dev_accuracy"] <= 1 and 0 <= status["dev_accuracy_untrained"] <= 1
     assert status["created"] <= status["started"] <= status["finished"]
+    assert status["chosen_round"] == 1 and status["stop_reason"] == "all rounds run" and done["guard"] is None
     manifest = (registry / "news" / "versions").glob("*/manifest.json")
     (manifest,) = list(manifest)
     assert (manifest.parent / "model" / "wcsbert.json").is_file()
@@ -145,6 +147,25 @@ def test_create_poll_classify_list_restart_delete(served):
     assert_error(requests.get(url + "v1/classifiers/news", timeout=TIMEOUT), 404, "no classifier")
     assert_error(post(url, "v1/classify", {"model": "news", "texts": texts}), 404, "unknown model")
     assert requests.get(url + "v1/classifiers", timeout=TIMEOUT).json() == {"classifiers": []}
+
+
+def test_a_guarded_training_reports_its_guard_and_serves_the_round_it_chose(served):
+    """The guard scores the base model and each round without labels; the classifier serves the best of them
+    (for the random test model that may be the base model itself, which the status then says)."""
+    _, url, _ = served
+    created = post(url, "v1/classifiers", request("guarded", rounds=1))
+    assert created.status_code == 202, created.text
+    status = wait_until_done(url, "guarded")
+    assert status["state"] == "ready", status
+    (done,) = status["rounds_done"]
+    assert isinstance(status["guard_untrained"], float) and isinstance(done["guard"], float)
+    better = done["guard"] > status["guard_untrained"]
+    assert status["chosen_round"] == (1 if better else 0)
+    served_scores = scores(post(url, "v1/classify", {"model": "guarded", "texts": NEWS_DOCUMENTS}).json())
+    base_scores = scores(post(url, "v1/classify", {"model": "tiny", "texts": NEWS_DOCUMENTS, "labels": LABELS,
+                                                   "aliases": ALIASES, "template": "{label}"}).json())
+    assert np.allclose(served_scores, base_scores, atol=1e-5) == (status["chosen_round"] == 0)
+    assert requests.delete(url + "v1/classifiers/guarded", timeout=TIMEOUT).status_code == 200
 
 
 def test_failed_training_is_failed_with_its_error_and_registers_nothing(served, uploads):

@@ -51,6 +51,7 @@ class TrainingSpec(Settings):
     batch_size: int
     lr: float
     cpus_per_worker: float
+    guard: bool = True
 
 
 def read_texts(spec: TrainingSpec) -> list[str]:
@@ -106,6 +107,7 @@ def train(spec: TrainingSpec) -> dict[str, Any]:
         def on_round(entry: dict[str, Any], encoder) -> None:
             nonlocal round_started
             done = {k: entry[k] for k in ("round", "kept", "pairs", "kept_per_label", "labels_changed", "steps")}
+            done["guard"] = entry.get("guard")
             done["seconds"] = round(time.monotonic() - round_started, 1)
             done["dev_accuracy"] = dev_accuracy(encoder, spec) if spec.dev is not None else None
             rounds.append(done)
@@ -118,7 +120,7 @@ def train(spec: TrainingSpec) -> dict[str, Any]:
             "scaling": base_train.scaling.model_copy(update={"cpus_per_worker": spec.cpus_per_worker}),
             "encoder": base_train.encoder.model_copy(update={"max_length": spec.max_length})})
         model = WCSBert(spec.base_model_spec, rounds=spec.rounds, template=spec.template, train=train_config,
-                        max_length=spec.max_length, work_dir=work / "rounds")
+                        max_length=spec.max_length, guard=spec.guard, work_dir=work / "rounds")
         model.fit(texts, spec.labels, spec.aliases, on_round=on_round)
         folder = model.save(work / "model")
         manifest = registry.publish(spec.name, folder, {
@@ -126,7 +128,9 @@ def train(spec: TrainingSpec) -> dict[str, Any]:
             "base_model": spec.base_model, "base_model_spec": spec.base_model_spec, "rounds": spec.rounds,
             "texts": len(texts), "metrics": {"rounds": rounds, "dev_accuracy_untrained": untrained_dev,
                         "chosen_round": model.chosen_round_, "stop_reason": model.stop_reason_}})
-        registry.update_status(spec.name, state="ready", version=manifest["version"], finished=now())
+        registry.update_status(spec.name, state="ready", version=manifest["version"], finished=now(),
+                               chosen_round=model.chosen_round_, stop_reason=model.stop_reason_,
+                               guard_untrained=(model.guard_round_0_ or {}).get("guard"))
         return manifest
     except BaseException as error:
         log.error("training of classifier %s failed:\n%s", spec.name, traceback.format_exc())

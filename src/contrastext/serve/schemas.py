@@ -190,6 +190,9 @@ class CreateClassifierRequest(_Request):
     dev: DevSetIn | None = Field(None, description="labelled texts scored after every round (never trained on)")
     rounds: int | None = Field(None, ge=1, description="self-training rounds; none: the server's default")
     base_model: str | None = Field(None, max_length=64, description="a served model to start from; none: the default")
+    guard: bool = Field(True, description="after each round, score the model without labels (do its labels follow "
+                                          "the texts' neighbourhoods?) and serve the best of the base model and the "
+                                          "rounds, stopping when a round is worse")
 
 
 class RoundOut(BaseModel):
@@ -201,6 +204,7 @@ class RoundOut(BaseModel):
     steps: int
     seconds: float
     dev_accuracy: float | None = None
+    guard: float | None = Field(None, description="the label-free guard score of this round's model")
 
 
 class ClassifierStatus(BaseModel):
@@ -215,6 +219,10 @@ class ClassifierStatus(BaseModel):
     rounds_done: list[RoundOut] = Field(default_factory=list)
     texts: int | None = Field(None, description="texts self-trained on")
     dev_accuracy_untrained: float | None = None
+    guard_untrained: float | None = Field(None, description="the label-free guard score of the base model")
+    chosen_round: int | None = Field(None, description="the round whose model is served (0: the base model's, "
+                                                       "kept by the guard)")
+    stop_reason: str | None = Field(None, description="why the rounds stopped (all run, or the guard kept an earlier model)")
     version: int | None = Field(None, description="the registered version, once ready")
     created: str
     started: str | None = None
