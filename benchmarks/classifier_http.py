@@ -94,8 +94,8 @@ def start_ray(cpus: int) -> None:
     address = os.environ.get("RAY_ADDRESS")
     if address and address != "local":
         init_ray(RayConfig(), verbose=False)
-    else:  # a fresh local Ray of a known size (RAY_ADDRESS=local alone would size it by the cores)
-        init_ray(RayConfig(address="local"), verbose=False, num_cpus=cpus)
+    else:  # a fresh local Ray of a known size
+        init_ray(RayConfig(num_cpus=cpus), verbose=False)
 
 
 def main() -> None:
@@ -204,7 +204,7 @@ def main() -> None:
               "rounds_done": rounds, "dev_accuracy_untrained": status["dev_accuracy_untrained"],
               "held_out_accuracy": {"base": base_acc, "new": new_acc},
               "held_out_seconds": {"base": base_s, "new": new_s},
-              "training": {k: status.get(k) for k in ("created", "started", "finished", "version")},
+              "training": {k: status.get(k) for k in ("created", "started", "finished", "version", "guard_untrained", "chosen_round", "stop_reason")},
               "load_average": [load_before, load_after], "ray_cpus": args.ray_cpus}
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
