@@ -204,7 +204,8 @@ def main() -> None:
               "rounds_done": rounds, "dev_accuracy_untrained": status["dev_accuracy_untrained"],
               "held_out_accuracy": {"base": base_acc, "new": new_acc},
               "held_out_seconds": {"base": base_s, "new": new_s},
-              "training": {k: status.get(k) for k in ("created", "started", "finished", "version", "guard_untrained", "chosen_round", "stop_reason")},
+              "training": {k: status.get(k) for k in ("created", "started", "finished", "version",
+                                                      "guard_untrained", "chosen_round", "stop_reason")},
               "load_average": [load_before, load_after], "ray_cpus": args.ray_cpus}
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
