@@ -19,6 +19,14 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shuti
 CHROMEDRIVER = shutil.which("chromedriver")
 
 
+
+def _type_into(browser, element_id: str, text: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    field = browser.find_element(By.ID, element_id)
+    field.clear()
+    field.send_keys(text)
+
 @pytest.fixture(scope="module")
 def browser():
     webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
@@ -58,12 +66,8 @@ def test_page_classifies_a_text(browser, app):
     wait = WebDriverWait(browser, 60)
     wait.until(ec.text_to_be_present_in_element((By.ID, "status"), "ready"))
     assert "minilm" in browser.find_element(By.ID, "model").text
-    texts = browser.find_element(By.ID, "classify-texts")
-    texts.clear()
-    texts.send_keys("The striker scored twice and his team won the championship final.")
-    labels = browser.find_element(By.ID, "classify-labels")
-    labels.clear()
-    labels.send_keys("Sports, Business, Science")
+    _type_into(browser, "classify-texts", "The striker scored twice and his team won the championship final.")
+    _type_into(browser, "classify-labels", "Sports, Business, Science")
     browser.find_element(By.ID, "classify-run").click()
     wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#classify-table .predicted")))
     rows = browser.find_elements(By.CSS_SELECTOR, "#classify-table .classify-row")
@@ -126,12 +130,8 @@ def test_page_trains_a_classifier_and_tries_it(browser, app):
     wait = WebDriverWait(browser, 60)
     wait.until(ec.text_to_be_present_in_element((By.ID, "status"), "ready"))
     assert browser.find_element(By.ID, "classifier-run").is_enabled()
-    name = browser.find_element(By.ID, "classifier-name")
-    name.clear()
-    name.send_keys("web-news")
-    labels = browser.find_element(By.ID, "classifier-labels")
-    labels.clear()
-    labels.send_keys("Sports, Business, Technology")
+    _type_into(browser, "classifier-name", "web-news")
+    _type_into(browser, "classifier-labels", "Sports, Business, Technology")
     browser.find_element(By.ID, "classifier-run").click()  # the page's example texts, 1 round
     state = "const e = document.getElementById('classifier-state'); return e ? e.dataset.state : null;"
     seen = set()  # the status line is redrawn on every poll: read it by script, not by a held element
