@@ -54,10 +54,15 @@ class KeptPages:
 
 def bucket_of(categories: pa.Array, buckets: int) -> np.ndarray:
     """A stable bucket per category name (the same in every process and run)."""
+    return (_name_hashes(categories) % np.uint64(buckets)).astype(np.int32)
+
+
+def _name_hashes(names: pa.Array, key: str | None = None) -> np.ndarray:
+    """A stable 64-bit hash per string (pandas' SipHash; ``key``: 16 characters, None for pandas' own)."""
     import pandas as pd
 
-    hashes = pd.util.hash_array(np.asarray(categories.to_numpy(zero_copy_only=False), dtype=object))
-    return (hashes % np.uint64(buckets)).astype(np.int32)
+    strings = np.asarray(names.to_numpy(zero_copy_only=False), dtype=object)
+    return pd.util.hash_array(strings) if key is None else pd.util.hash_array(strings, hash_key=key)
 
 
 def page_votes(page_ids: np.ndarray, categories: pa.ListArray, kept: KeptPages, buckets: int = 1) -> pa.Table:
@@ -221,10 +226,7 @@ def _votes_of_batch(batch: pa.Table, kept: KeptPages, buckets: int) -> pa.Table:
 
 def _winners_of_bucket(votes: pa.Table, n_labels: int, n_aliases: int, seed: int) -> pa.Table:
     winners = reduce_votes(votes, n_labels, n_aliases)
-    import pandas as pd
-
-    names = np.asarray(winners.column("category").to_numpy(zero_copy_only=False), dtype=object)
-    order = np.argsort(pd.util.hash_array(names, hash_key=f"{seed:016d}"[-16:]), kind="stable")
+    order = np.argsort(_name_hashes(winners.column("category"), key=f"{seed:016d}"[-16:]), kind="stable")
     return winners.take(pa.array(order))
 
 
