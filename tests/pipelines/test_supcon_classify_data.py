@@ -8,12 +8,12 @@ import pytest
 from pydantic import ValidationError
 
 from contrastext.config import load_config
+from contrastext.data.documents import clean_text
 from contrastext.pipelines.supcon_classify import (
     LabelledTextData,
     SupconClassifyConfig,
     VariantConfig,
     best_variant,
-    clean_newsgroup_text,
     load_labelled_data,
     markdown_report,
     variant_train_config,
@@ -44,18 +44,18 @@ def _files(tmp_path, n_per_label=6):
 
 
 def test_cleaning_removes_headers_quotes_and_signature():
-    cleaned = clean_newsgroup_text(MESSAGE, ["headers", "footers", "quotes"])
-    assert cleaned == "Orbits are ellipses, not circles."
-    assert clean_newsgroup_text(MESSAGE, []).startswith("From: someone")
+    assert clean_text(MESSAGE, "newsgroups") == "Orbits are ellipses, not circles."
+    assert clean_text(MESSAGE, "none").startswith("From: someone")
+    assert LabelledTextData().train.cleaning == "newsgroups"  # the default data: 20 Newsgroups, cleaned
 
 
 def test_loading_counts_malformed_lines_and_unknown_labels(tmp_path):
     data = load_labelled_data(_files(tmp_path))
     assert len(data.train.texts) == 24 and len(data.test.texts) == 8
     assert data.label_names == ["misc.forsale", "rec.autos", "sci.space", "talk.misc"] and data.null_id is None
-    assert dict(data.skipped["train"]) == {"malformed JSON line": 1, "JSON line is not an object": 1, "no text in 'text'": 1,
-                                           "no label in 'label'": 1,
-                                           "empty once headers, footers and quotes are removed": 1}
+    assert dict(data.skipped["train"]) == {"malformed JSON line": 1, "JSON line is not an object": 1,
+                                           "missing or empty text": 1, "missing label": 1,
+                                           "fewer than 1 words after cleaning": 1}
     assert dict(data.skipped["test"]) == {"label not in the training data": 1}
     assert all(not t.startswith("Subject") for t in data.train.texts)
     assert all(v.startswith("sha256:") for v in data.files.values())
@@ -78,6 +78,28 @@ def test_missing_files_and_unknown_groups_name_the_config_key(tmp_path):
     config = _files(tmp_path).model_copy(update={"null_groups": ["no.such.group"]})
     with pytest.raises(ValueError, match="no.such.group"):
         load_labelled_data(config)
+
+
+def test_earlier_keys_become_text_sources(tmp_path):
+    earlier = LabelledTextData(root="/d", train_file="a.jsonl", test_file="b.csv", text_field="body",
+                               label_field="topic", max_chars=100)
+    assert earlier.train.path == "a.jsonl" and earlier.test.path == "b.csv"
+    assert earlier.train.text_columns == ["body"] and earlier.test.label_column == "topic"
+    assert earlier.train.cleaning == "newsgroups" and earlier.train.max_chars == 100
+    assert LabelledTextData(remove=[]).test.cleaning == "none"
+    with pytest.raises(ValidationError, match="some parts only"):
+        LabelledTextData(remove=["headers"])
+    with pytest.raises(ValidationError, match="not both"):
+        LabelledTextData(train_file="a.jsonl", train={"path": "a.jsonl"})
+    with pytest.raises(ValidationError, match="needs a label_column"):
+        LabelledTextData(test={"path": "b.jsonl", "label_column": None})
+    # a source given as a path or a mapping is read as labelled by its `label` column
+    assert LabelledTextData(train="t.csv").train.label_column == "label"
+    # the new shape reads any text file: a CSV with its own columns, cut and cleaned as it says
+    (tmp_path / "t.csv").write_text("topic,body\nspace,orbit orbit orbit\nautos,engine wheel\n")
+    source = {"path": "t.csv", "text_columns": ["body"], "label_column": "topic", "max_chars": 5}
+    data = load_labelled_data(LabelledTextData(root=str(tmp_path), train=source, test=source))
+    assert data.train.texts == ["orbit", "engin"] and data.label_names == ["autos", "space"]
 
 
 def test_variant_rules():
@@ -129,4 +151,4 @@ def test_real_20_newsgroups_subset_loads_cleaned():
     assert len(data.label_names) == 19 and data.label_names[data.null_id] == "other"
     assert len(data.train.texts) == 20 * 5 and len(data.test.texts) == 20 * 3
     assert not any(t.lstrip().startswith("From:") for t in data.train.texts)
-    assert data.skipped["train"]["empty once headers, footers and quotes are removed"] > 0
+    assert data.skipped["train"]["fewer than 1 words after cleaning"] > 0  # nothing left once cleaned

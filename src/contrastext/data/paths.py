@@ -55,11 +55,11 @@ def data_root(configured: str | os.PathLike[str] | None = None) -> Location:
 
 
 def resolve_data_path(path: str | os.PathLike[str], data_dir: str | os.PathLike[str] | None = None, *,
-                      what: str = "data file") -> Location:
+                      what: str = "data file", setting: str = "data_dir") -> Location:
     """``path`` as given when absolute or a URI, else under :func:`data_root` (``data_dir``).
 
     A local file comes back as a Path, a file on a store (also one under a URI data folder) as its URI.
-    Raises FileNotFoundError, naming the data folder, when nothing is there.
+    Raises FileNotFoundError, naming the data folder and the job's ``setting`` for it, when nothing is there.
     """
     from contrastext import storage
 
@@ -76,6 +76,6 @@ def resolve_data_path(path: str | os.PathLike[str], data_dir: str | os.PathLike[
     if not found:
         where = f" (data directory {base})" if base is not None else ""
         raise FileNotFoundError(
-            f"{what} {candidate} not found{where}; set `data_dir` (or ${DATA_ENV}) to the folder that holds it, "
+            f"{what} {candidate} not found{where}; set `{setting}` (or ${DATA_ENV}) to the folder that holds it, "
             f"or give its full path")
     return candidate

@@ -53,6 +53,8 @@ class TextSource(Settings):
     cleaning: Cleaning = Field("none", description="basic: URLs, e-mail addresses and extra spaces removed; "
                                                    "newsgroups: also headers, signatures and quotes")
     min_words: int = Field(1, ge=1, description="texts shorter than this after cleaning are left out")
+    max_chars: int | None = Field(None, ge=1, description="cut longer texts after cleaning (an encoder reads its "
+                                                          "first tokens only)")
     max_rows: int | None = Field(None, ge=1, description="read only the first rows")
     max_documents: int | None = Field(None, ge=2, description="a seeded random subset of this many texts")
 
@@ -246,6 +248,8 @@ def _read(path: Path, source: TextSource) -> LabelledTexts:
         if len(text.split()) < source.min_words:
             skipped[f"fewer than {source.min_words} words after cleaning"] += 1
             continue
+        if source.max_chars:
+            text = text[: source.max_chars]
         if labels is not None:
             labels.append(label)
         identifier = record.get(source.id_column) if source.id_column else None

@@ -17,37 +17,46 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from contrastext import storage
 from contrastext.config import OutputConfig, RayConfig, Settings, TrainConfig
-from contrastext.data.paths import DATA_ENV, data_root
-from contrastext.manifest import file_checksum, write_json_atomic, write_manifest
+from contrastext.data.paths import DATA_ENV, resolve_data_path
+from contrastext.data.sources import TextSource, describe, load_texts
+from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.methods.classify_settings import ClassifyLoss, classify_train_config, default_classify_train
 from contrastext.report import format_table
-from contrastext.stages import Stage
+from contrastext.stages import Stage, as_json, setting_differences
 
 log = logging.getLogger(__name__)
 JOB = "supcon_classify"
 
-NewsgroupPart = Literal["headers", "footers", "quotes"]
-
-
 # ------------------------------------------------------------------------------------------ config
-class LabelledTextData(Settings):
-    """JSON-lines files (optionally .gz) of labelled texts, e.g. 20 Newsgroups ``id, label, label_id, text``."""
+def newsgroups_source(path: str) -> TextSource:
+    """A 20 Newsgroups JSON-lines file (``id, label, label_id, text``): messages without headers, signatures
+    and quotes (scikit-learn's rules), labelled by group name, cut at 20,000 characters."""
+    return TextSource(path=path, label_column="label", cleaning="newsgroups", max_chars=20_000)
 
-    root: str | None = Field(None, description=f"folder the files are under; None: ${DATA_ENV}, else ../shared/data")
-    train_file: str = "20newsgroups/20ng_bydate_train.jsonl.gz"
-    test_file: str = "20newsgroups/20ng_bydate_test.jsonl.gz"
-    text_field: str = "text"
-    label_field: str = "label"
-    remove: list[NewsgroupPart] = Field(
-        default_factory=lambda: ["headers", "footers", "quotes"],
-        description="parts of a newsgroup message to strip, as scikit-learn's 20 Newsgroups loader does")
+
+def _labelled_source(value: Any) -> Any:
+    """A source given as a mapping is labelled by its ``label`` column unless it says otherwise."""
+    if isinstance(value, str):
+        return {"path": value, "label_column": "label"}
+    if isinstance(value, dict):
+        return {"label_column": "label", **value}
+    return value
+
+
+class LabelledTextData(Settings):
+    """The train and test texts (``TextSource``: any file ``load_texts`` reads) and how they are subset."""
+
+    root: str | None = Field(None, description=f"data folder of relative paths; None: ${DATA_ENV}, else "
+                                               "../shared/data")
+    train: TextSource = Field(default_factory=lambda: newsgroups_source("20newsgroups/20ng_bydate_train.jsonl.gz"))
+    test: TextSource = Field(default_factory=lambda: newsgroups_source("20newsgroups/20ng_bydate_test.jsonl.gz"))
     train_per_class: int | None = Field(None, ge=1, description="seeded class-stratified subset: rows per label")
     test_per_class: int | None = Field(None, ge=1)
     class_caps: dict[str, int] = Field(default_factory=dict,
@@ -55,8 +64,40 @@ class LabelledTextData(Settings):
     null_groups: list[str] = Field(default_factory=list,
                                    description="labels merged into one null label, which micro-F1 leaves out")
     null_label: str = "other"
-    max_chars: int | None = Field(20_000, ge=1, description="cut longer texts (the encoder reads max_length tokens)")
     seed: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _earlier_keys(cls, data: Any) -> Any:
+        """The keys this block had before it held two text sources (``train_file``, ``text_field``, ``remove``,
+        …) still read: they become the sources' path, columns and cleaning."""
+        earlier = ("train_file", "test_file", "text_field", "label_field", "remove", "max_chars")
+        if not isinstance(data, dict) or not any(key in data for key in earlier):
+            return data
+        if "train" in data or "test" in data:
+            raise ValueError(f"give data.train / data.test (text sources) or the keys {list(earlier)}, not both")
+        data = dict(data)
+        remove = data.pop("remove", ["headers", "footers", "quotes"])
+        if remove and sorted(remove) != ["footers", "headers", "quotes"]:
+            raise ValueError("data.remove with some parts only is no longer read: a source's cleaning is "
+                             "'newsgroups' (headers, footers and quotes removed) or 'none'")
+        common = {"text_columns": [data.pop("text_field", "text")], "label_column": data.pop("label_field", "label"),
+                  "cleaning": "newsgroups" if remove else "none", "max_chars": data.pop("max_chars", 20_000)}
+        data["train"] = {"path": data.pop("train_file", "20newsgroups/20ng_bydate_train.jsonl.gz"), **common}
+        data["test"] = {"path": data.pop("test_file", "20newsgroups/20ng_bydate_test.jsonl.gz"), **common}
+        return data
+
+    @field_validator("train", "test", mode="before")
+    @classmethod
+    def _labelled(cls, value: Any) -> Any:
+        return _labelled_source(value)
+
+    @model_validator(mode="after")
+    def _sources_have_labels(self) -> "LabelledTextData":
+        for name, source in (("train", self.train), ("test", self.test)):
+            if source.label_column is None:
+                raise ValueError(f"data.{name} needs a label_column: a classifier learns from labels")
+        return self
 
 
 class VariantConfig(Settings):
@@ -135,52 +176,6 @@ class LabelledData:
     files: dict[str, str] = field(default_factory=dict)
 
 
-def _data_file(config: LabelledTextData, relative: str, key: str) -> Path:
-    path = Path(data_root(config.root)) / relative
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: set data.root (or ${DATA_ENV}) to the folder holding "
-                                f"{relative}, or data.{key} to the file's path under it")
-    return path
-
-
-def clean_newsgroup_text(text: str, remove: list[str]) -> str:
-    """Strip a raw newsgroup message's headers, signature block and quoted replies (scikit-learn's rules)."""
-    from sklearn.datasets._twenty_newsgroups import (
-        strip_newsgroup_footer,
-        strip_newsgroup_header,
-        strip_newsgroup_quoting,
-    )
-
-    if "headers" in remove:
-        text = strip_newsgroup_header(text)
-    if "footers" in remove:
-        text = strip_newsgroup_footer(text)
-    if "quotes" in remove:
-        text = strip_newsgroup_quoting(text)
-    return text.strip()
-
-
-def read_labelled_records(path: Path, config: LabelledTextData, skipped: Counter) -> list[tuple[str, str]]:
-    """(text, label) of each good record (JSON lines, CSV or parquet); bad ones are counted in ``skipped``."""
-    from contrastext.data.documents import iter_records
-
-    rows: list[tuple[str, str]] = []
-    for record in iter_records(path, skipped):
-        text, label = record.get(config.text_field), record.get(config.label_field)
-        if not isinstance(text, str):
-            skipped[f"no text in {config.text_field!r}"] += 1
-            continue
-        if label is None or isinstance(label, (dict, list)) or str(label).strip() == "":
-            skipped[f"no label in {config.label_field!r}"] += 1
-            continue
-        text = clean_newsgroup_text(text, config.remove)
-        if not text:
-            skipped["empty once headers, footers and quotes are removed"] += 1
-            continue
-        rows.append((text[: config.max_chars] if config.max_chars else text, str(label)))
-    return rows
-
-
 def stratified_subset(rows: list[tuple[str, str]], per_class: int | None, caps: dict[str, int],
                       seed: int) -> list[tuple[str, str]]:
     """At most ``caps.get(label, per_class)`` rows of every label, a seeded sample in file order."""
@@ -200,12 +195,20 @@ def stratified_subset(rows: list[tuple[str, str]], per_class: int | None, caps: 
     return [rows[i] for i in sorted(keep)]
 
 
+def _read(source: TextSource, root: str | None, seed: int) -> tuple[list[tuple[str, str]], Counter, dict[str, str]]:
+    """(text, label) rows of a source, the reasons rows were left out, and the file's checksum."""
+    location = str(resolve_data_path(source.path, root, what="labelled text file",
+                                             setting="data.root")) if source.path else None
+    texts = load_texts(source, root, seed=seed)
+    files = {location: storage.file_signature(location)} if location else {}
+    return list(zip(texts.texts, texts.labels)), texts.skipped, files
+
+
 def load_labelled_data(config: LabelledTextData) -> LabelledData:
-    train_path = _data_file(config, config.train_file, "train_file")
-    test_path = _data_file(config, config.test_file, "test_file")
-    skipped = {"train": Counter(), "test": Counter()}
-    train_rows = read_labelled_records(train_path, config, skipped["train"])
-    test_rows = read_labelled_records(test_path, config, skipped["test"])
+    train_rows, train_skipped, train_file = _read(config.train, config.root, config.seed)
+    test_rows, test_skipped, test_file = _read(config.test, config.root, config.seed)
+    skipped = {"train": train_skipped, "test": test_skipped}
+    train_path = describe(config.train)
     groups = sorted({label for _, label in train_rows})
     unknown = sorted(set(config.null_groups) - set(groups)) + sorted(set(config.class_caps) - set(groups))
     if unknown:
@@ -232,7 +235,7 @@ def load_labelled_data(config: LabelledTextData) -> LabelledData:
         label_names=label_names,
         null_id=label_names.index(config.null_label) if config.null_groups else None,
         skipped=skipped,
-        files={str(train_path): file_checksum(train_path), str(test_path): file_checksum(test_path)},
+        files=train_file | test_file,
     )
 
 
@@ -317,9 +320,11 @@ def run_supcon_classify(config: SupconClassifyConfig) -> dict[str, Any]:
         made_with = {"data": config.data.model_dump(mode="json"), "train": train_config.model_dump(mode="json")}
         if storage.exists(done_file) and storage.exists(model_dir):
             saved = json.loads(storage.read_bytes(done_file))
-            if saved.get("made_with") != made_with:
-                raise ValueError(f"{variant_dir} holds results of variant {variant.name!r} made with other settings; "
-                                 "choose another output.name (or remove that folder) to train it again")
+            changed = setting_differences(saved.get("made_with") or {}, as_json(made_with))
+            if changed:
+                raise ValueError(f"{variant_dir} holds results of variant {variant.name!r} made with other settings "
+                                 f"({', '.join(changed)}); choose another output.name (or remove that folder) to "
+                                 "train it again")
             stage.say(f"results found in {variant_dir}, not trained again")
             results[variant.name] = saved
             models[variant.name] = model_dir
