@@ -1,4 +1,4 @@
-"""Loading, cleaning, sentence splitting and the two positive-pair builders, on small hand-made inputs."""
+"""Reading (through load_texts), cleaning, sentence splitting and the two positive-pair builders, on small hand-made inputs."""
 
 import gzip
 import json
@@ -7,11 +7,8 @@ import numpy as np
 import pytest
 
 from contrastext.data.documents import (
-    Documents,
     SentenceSplitter,
-    clean_documents,
     clean_text,
-    load_documents,
     remove_urls_and_emails,
     shuffle_divide_pairs,
     split_units,
@@ -20,6 +17,7 @@ from contrastext.data.documents import (
     tfidf_neighbours,
     tfidf_pairs,
 )
+from contrastext.data.sources import TextSource, load_texts
 
 
 def _jsonl(path, lines):
@@ -38,7 +36,7 @@ def test_jsonl_malformed_rows_are_counted_and_skipped(tmp_path):
         "",
         json.dumps({"id": "e", "text": "second document", "label": 3}),
     ])
-    docs = load_documents(path, label_column="label")
+    docs = load_texts(TextSource(path=str(path), label_column="label"))
     assert docs.ids == ["a", "e"] and docs.labels == ["x", "3"]
     assert dict(docs.skipped) == {"malformed JSON line": 1, "JSON line is not an object": 1,
                                   "missing or empty text": 2, "missing label": 1}
@@ -49,7 +47,7 @@ def test_gzipped_jsonl_titles_and_row_number_ids(tmp_path):
     with gzip.open(path, "wt", encoding="utf-8") as f:
         f.write(json.dumps({"title": "Headline", "body": "Text one."}) + "\n")
         f.write(json.dumps({"title": "Done!", "body": "Text two."}) + "\n")
-    docs = load_documents(path, text_column="body", id_column=None, title_column="title")
+    docs = load_texts(TextSource(path=str(path), text_columns=["body"], id_column=None, title_column="title"))
     assert docs.ids == ["0", "1"] and docs.labels is None
     assert docs.texts == ["Headline.\n\nText one.", "Done!\n\nText two."]
 
@@ -60,27 +58,27 @@ def test_csv_and_parquet(tmp_path):
 
     csv_path = tmp_path / "docs.csv"
     csv_path.write_text('id,text,label\n1,"hello, world",a\n2,too,many,fields\n3,fine text,b\n', encoding="utf-8")
-    docs = load_documents(csv_path, label_column="label")
+    docs = load_texts(TextSource(path=str(csv_path), label_column="label"))
     assert docs.ids == ["1", "3"] and docs.texts == ["hello, world", "fine text"]
     assert docs.skipped["CSV row with the wrong number of fields"] == 1
 
     pq.write_table(pa.table({"id": [7, 8], "text": ["p one", None], "topic": ["t", "u"]}), tmp_path / "d.parquet")
-    docs = load_documents(tmp_path / "d.parquet", label_column="topic")
+    docs = load_texts(TextSource(path=str(tmp_path / "d.parquet"), label_column="topic"))
     assert docs.ids == ["7"] and docs.labels == ["t"] and docs.skipped["missing or empty text"] == 1
 
 
 def test_missing_file_column_or_format_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        load_documents(tmp_path / "nope.jsonl")
+        load_texts(TextSource(path=str(tmp_path / "nope.jsonl")))
     path = _jsonl(tmp_path / "d.jsonl", [json.dumps({"body": "x"})])
     with pytest.raises(ValueError, match=r"column\(s\) \['text'\] not found"):
-        load_documents(path)
+        load_texts(TextSource(path=str(path)))
     (tmp_path / "d.xml").write_text("<x/>")
     with pytest.raises(ValueError, match="unknown document format"):
-        load_documents(tmp_path / "d.xml")
+        load_texts(TextSource(path=str(tmp_path / "d.xml")))
     empty = _jsonl(tmp_path / "e.jsonl", [json.dumps({"text": ""})])
-    with pytest.raises(ValueError, match="no usable documents"):
-        load_documents(empty)
+    with pytest.raises(ValueError, match="no usable texts"):
+        load_texts(TextSource(path=str(empty)))
 
 
 NEWS_POST = """From: someone@example.edu (Some One)
@@ -110,13 +108,15 @@ def test_newsgroup_cleaning_removes_headers_quotes_signature_urls_and_emails():
     assert strip_newsgroup_parts(NEWS_POST).count("http://example.com") == 1  # URLs go in the next step
 
 
-def test_basic_cleaning_keeps_paragraphs_and_drops_short_documents():
+def test_basic_cleaning_keeps_paragraphs_and_drops_short_documents(tmp_path):
     assert remove_urls_and_emails("see www.x.org/a?b=1 or mail a.b+c@d.co.uk now").split() == ["see", "or",
                                                                                                   "mail", "now"]
     assert clean_text("a  b\t c\n\n\n\nd   e") == "a b c\n\nd e"
-    docs = Documents(ids=["1", "2"], texts=["one two three four five six seven eight nine ten",
-                                            "only https://x.org five words here"], labels=["a", "b"])
-    cleaned = clean_documents(docs, "basic", min_words=10)
+    path = _jsonl(tmp_path / "d.jsonl", [json.dumps({"id": "1", "text": "one two three four five six seven eight nine ten",
+                                                     "label": "a"}),
+                                         json.dumps({"id": "2", "text": "only https://x.org five words here",
+                                                     "label": "b"})])
+    cleaned = load_texts(TextSource(path=str(path), label_column="label", cleaning="basic", min_words=10))
     assert cleaned.ids == ["1"] and cleaned.labels == ["a"]
     assert cleaned.skipped["fewer than 10 words after cleaning"] == 1
 

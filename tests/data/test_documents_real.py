@@ -5,7 +5,8 @@ import re
 import numpy as np
 import pytest
 
-from contrastext.data.documents import SentenceSplitter, clean_documents, load_documents, tfidf_neighbours
+from contrastext.data.documents import SentenceSplitter, tfidf_neighbours
+from contrastext.data.sources import TextSource, load_texts
 
 from conftest import shared_data
 
@@ -13,10 +14,11 @@ pytestmark = pytest.mark.integration
 
 
 def test_bbcsport_loads_whole_with_titles_and_long_documents():
-    docs = load_documents(shared_data("bbcsport/bbcsport.jsonl"), label_column="label", title_column="title")
+    source = TextSource(path=str(shared_data("bbcsport/bbcsport.jsonl")), label_column="label", title_column="title")
+    docs = load_texts(source)
     assert len(docs) == 737 and not docs.skipped
     assert sorted(set(docs.labels)) == ["athletics", "cricket", "football", "rugby", "tennis"]
-    docs = clean_documents(docs, "basic")
+    docs = load_texts(source.model_copy(update={"cleaning": "basic", "min_words": 10}))
     assert len(docs) == 737
     sentences = SentenceSplitter().split_many(docs.texts[:50])
     assert all(len(s) >= 4 for s in sentences)
@@ -24,16 +26,17 @@ def test_bbcsport_loads_whole_with_titles_and_long_documents():
 
 
 def test_bbcsport_tfidf_neighbours_nearly_always_share_the_sport():
-    docs = load_documents(shared_data("bbcsport/bbcsport.jsonl"), label_column="label")
+    docs = load_texts(TextSource(path=str(shared_data("bbcsport/bbcsport.jsonl")), label_column="label"))
     result = tfidf_neighbours(docs.texts, labels=docs.labels, chunk_rows=100)
     assert result.label_agreement > 0.9  # five sports with very distinct vocabularies
     assert np.all(result.neighbour != np.arange(len(docs)))
 
 
 def test_newsgroups_cleaning_on_the_test_set():
-    raw = load_documents(shared_data("20newsgroups/20ng_bydate_test.jsonl.gz"), label_column="label")
+    source = TextSource(path=str(shared_data("20newsgroups/20ng_bydate_test.jsonl.gz")), label_column="label")
+    raw = load_texts(source)
     assert len(raw) == 7532 and len(set(raw.labels)) == 20
-    docs = clean_documents(raw, "newsgroups", min_words=10)
+    docs = load_texts(source.model_copy(update={"cleaning": "newsgroups", "min_words": 10}))
     dropped = docs.skipped["fewer than 10 words after cleaning"]
     assert 0 < dropped < 0.1 * len(raw) and len(docs) + dropped == len(raw)
     assert all(len(t.split()) >= 10 for t in docs.texts)
@@ -47,8 +50,8 @@ def test_newsgroups_cleaning_on_the_test_set():
 
 
 def test_newsgroups_tfidf_pairs_mostly_share_the_group():
-    docs = clean_documents(load_documents(shared_data("20newsgroups/20ng_bydate_test.jsonl.gz"),
-                                          label_column="label"), "newsgroups")
+    docs = load_texts(TextSource(path=str(shared_data("20newsgroups/20ng_bydate_test.jsonl.gz")), label_column="label",
+                                 cleaning="newsgroups", min_words=10))
     result = tfidf_neighbours(docs.texts, labels=docs.labels)
     # 20 groups, some very close (five computing groups, three religion ones); chance is about 5%
     assert result.label_agreement > 0.6

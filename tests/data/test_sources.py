@@ -110,3 +110,22 @@ def test_the_jobs_defaults_for_sources_given_as_mappings():
         EvaluationConfig(texts=TextSource(path="e.csv"))
     with pytest.raises(ValueError, match="extra"):
         TextSource.model_validate({"path": "d.jsonl", "text_field": "text"})
+
+
+def test_text_files_and_folders_of_mixed_files(tmp_path):
+    lines = tmp_path / "lines.txt"
+    lines.write_text("first text\n\n  second text  \n")
+    texts = load_texts(TextSource(path=str(lines)))
+    assert texts.texts == ["first text", "second text"] and texts.ids == ["lines.txt:1", "lines.txt:3"]
+
+    folder = tmp_path / "docs"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.md").write_text("A whole document.\n\nIts second paragraph.")
+    (folder / "sub" / "b.jsonl").write_text('{"text": "row one", "id": "r1"}\n{"text": ""}\n')
+    (folder / "c.bin").write_bytes(b"\x00")
+    texts = load_texts(TextSource(path=str(folder)))
+    assert texts.texts == ["A whole document.\n\nIts second paragraph.", "row one"]
+    assert texts.ids == ["a.md", "r1"]
+    assert dict(texts.skipped) == {"missing or empty text": 1, "file of unknown type": 1}
+    with pytest.raises(ValueError, match=r"column\(s\) \['label'\] not found"):
+        load_texts(TextSource(path=str(lines), label_column="label"))

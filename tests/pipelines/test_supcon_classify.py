@@ -110,8 +110,9 @@ def test_bundled_minilm_on_real_20_newsgroups(ray_session, tmp_path):
     metrics = comparison["variants"]["focal_ntxent"]
     assert len(comparison["data"]["labels"]) == 20 and metrics["rows"] == 60
     assert metrics["steps"] == 10  # 80 rows, 20 groups of 4, batches of 16, 2 epochs
-    # ten steps on 80 rows lift the new head well above chance (0.05 for 20 labels): 16 of 60 right, measured;
-    # three test texts per group do not yet form clusters (silhouette about 0)
-    assert metrics["accuracy"] == pytest.approx(16 / 60, abs=0.05)
-    assert metrics["auprc"] == pytest.approx(0.397, abs=0.05)
-    assert metrics["silhouette"] == pytest.approx(-0.043, abs=0.03)
+    # ten steps on 80 rows lift the new head well above chance (0.05 for 20 labels): 12 of 60 right, measured
+    # twice (the messages cleaned as `cleaning: newsgroups` does); three test texts per group do not yet form
+    # clusters (silhouette about 0)
+    assert metrics["accuracy"] == pytest.approx(12 / 60, abs=0.05)
+    assert metrics["auprc"] == pytest.approx(0.372, abs=0.05)
+    assert metrics["silhouette"] == pytest.approx(-0.038, abs=0.03)

@@ -112,7 +112,7 @@ def test_mine_and_evaluate_read_and_write_on_a_bucket(s3_bucket, tiny_encoder_di
 
 
 def test_missing_inputs_on_a_bucket_name_them(s3_bucket, tiny_encoder_dir):
-    with pytest.raises(FileNotFoundError, match="do not exist"):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
         run_uctopic(_config(s3_bucket, str(tiny_encoder_dir), "mine",
                             **{"mine.data.documents": f"{s3_bucket}/nothing-here"}))
     with pytest.raises(FileNotFoundError, match="CoNLL file .*missing.conll does not exist"):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from contrastext.config import load_config
-from contrastext.uctopic.config import UCTopicConfig
+from contrastext.uctopic.config import PhraseSource, UCTopicConfig
 from contrastext.uctopic.encoder import PhraseEncoder
 from contrastext.uctopic.job import main, run_uctopic
 from contrastext.uctopic.mlm import MLM_HEAD_WEIGHTS
@@ -113,11 +113,20 @@ def test_main_takes_the_stage_as_a_sub_command(capsys, tmp_path):
 def test_missing_inputs_give_clear_errors(tiny_encoder_dir, tmp_path):
     with pytest.raises(ValueError, match="no phrase source"):
         run_uctopic(_config(tmp_path, str(tiny_encoder_dir), "mine"))
-    with pytest.raises(FileNotFoundError, match="do not exist"):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
         run_uctopic(_config(tmp_path, str(tiny_encoder_dir), "mine", **{"mine.data.documents": str(tmp_path / "no")}))
     with pytest.raises(ValueError, match="needs evaluation.conll"):
         run_uctopic(_config(tmp_path, str(tiny_encoder_dir), "evaluate"))
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n")
-    with pytest.raises(ValueError, match="no usable documents"):
+    with pytest.raises(ValueError, match="no usable texts"):
         run_uctopic(_config(tmp_path, str(tiny_encoder_dir), "mine", **{"mine.data.documents": str(empty)}))
+
+
+def test_documents_are_a_text_source_and_the_earlier_keys_still_read():
+    assert PhraseSource(documents="d.jsonl").documents.path == "d.jsonl"
+    earlier = PhraseSource(documents="d.jsonl", text_column="body", title_column="title", max_documents=5)
+    assert earlier.documents.text_columns == ["body"] and earlier.documents.title_column == "title"
+    assert earlier.documents.max_rows == 5  # the first documents, as before
+    given = PhraseSource(documents={"path": "d.csv", "text_columns": ["a", "b"], "cleaning": "basic"})
+    assert given.documents.text_columns == ["a", "b"] and given.documents.cleaning == "basic"

@@ -1,4 +1,4 @@
-"""Documents for clustering: loading, cleaning, sentence splitting and the two positive-pair builders.
+"""Documents for clustering: reading records, cleaning, sentence splitting and the two positive-pair builders.
 
 Shuffle & Divide pairs: each document's units (its words, as in the original method, or its sentences)
 are shuffled anew every epoch and cut in half; the two halves are a positive pair. TF-IDF pairs: each
@@ -13,7 +13,7 @@ import io
 import json
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Literal, Sequence
 
@@ -27,24 +27,6 @@ _URL = re.compile(r"(?:https?://|ftp://|www\.)\S+", re.IGNORECASE)
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _SPACES = re.compile(r"[ \t\f\v]+")
 _BLANK_LINES = re.compile(r"\n\s*\n+")
-
-
-@dataclass
-class Documents:
-    """Parallel columns of a document collection; ``labels`` is None when the data has none."""
-
-    ids: list[str]
-    texts: list[str]
-    labels: list[str] | None = None
-    skipped: Counter = field(default_factory=Counter)  # reason -> rows left out
-
-    def __len__(self) -> int:
-        return len(self.texts)
-
-    def subset(self, index: Sequence[int]) -> "Documents":
-        return Documents(ids=[self.ids[i] for i in index], texts=[self.texts[i] for i in index],
-                         labels=None if self.labels is None else [self.labels[i] for i in index],
-                         skipped=Counter(self.skipped))
 
 
 # ---------------------------------------------------------------- loading
@@ -101,51 +83,6 @@ def iter_records(path: Path, skipped: Counter) -> Iterator[dict[str, Any]]:
             yield from batch.to_pylist()
 
 
-def load_documents(path: str | Path, *, text_column: str = "text", label_column: str | None = None,
-                   id_column: str | None = "id", title_column: str | None = None,
-                   max_rows: int | None = None) -> Documents:
-    """Documents from JSON lines, CSV/TSV or parquet (a file or a folder of parquet files).
-
-    A row without usable text (missing, not a string, blank) or, when ``label_column`` is given, without a
-    label is counted in ``skipped`` under its reason and left out; nothing else is dropped here. Rows
-    without an id get their row number. ``title_column``, when given, is prepended as the first sentence.
-    """
-    source = Path(path)
-    if not source.exists():
-        raise FileNotFoundError(f"document file {source} does not exist")
-    docs = Documents(ids=[], texts=[], labels=[] if label_column else None)
-    columns_checked = False
-    for row, record in enumerate(iter_records(source, docs.skipped)):
-        if max_rows is not None and len(docs) >= max_rows:
-            break
-        if not columns_checked:
-            missing = [c for c in (text_column, label_column) if c and c not in record]
-            if missing:
-                raise ValueError(f"{source}: column(s) {missing} not found; the records have {sorted(record)}")
-            columns_checked = True
-        text = record.get(text_column)
-        if not isinstance(text, str) or not text.strip():
-            docs.skipped["missing or empty text"] += 1
-            continue
-        if title_column:
-            title = record.get(title_column)
-            if isinstance(title, str) and title.strip():
-                title = title.strip()
-                text = f"{title}{'' if title[-1] in '.!?' else '.'}\n\n{text}"
-        if label_column:
-            label = record.get(label_column)
-            if label is None or (isinstance(label, str) and not label.strip()):
-                docs.skipped["missing label"] += 1
-                continue
-            docs.labels.append(str(label))
-        identifier = record.get(id_column) if id_column else None
-        docs.ids.append(str(identifier) if identifier is not None else str(row))
-        docs.texts.append(text)
-    if not docs.texts:
-        raise ValueError(f"{source}: no usable documents (skipped: {dict(docs.skipped) or 'none'})")
-    return docs
-
-
 # ---------------------------------------------------------------- cleaning
 
 def strip_newsgroup_parts(text: str) -> str:
@@ -175,24 +112,6 @@ def clean_text(text: str, cleaning: Cleaning = "basic") -> str:
     if cleaning == "newsgroups":
         text = strip_newsgroup_parts(text)
     return normalize_whitespace(remove_urls_and_emails(text))
-
-
-def clean_documents(docs: Documents, cleaning: Cleaning = "basic", min_words: int = 10) -> Documents:
-    """Cleaned copies of the documents; those left with fewer than ``min_words`` words are dropped and counted."""
-    keep: list[int] = []
-    texts: list[str] = []
-    for i, text in enumerate(docs.texts):
-        cleaned = clean_text(text, cleaning)
-        if len(cleaned.split()) < min_words:
-            continue
-        keep.append(i)
-        texts.append(cleaned)
-    out = docs.subset(keep)
-    out.texts = texts
-    dropped = len(docs) - len(keep)
-    if dropped:
-        out.skipped[f"fewer than {min_words} words after cleaning"] += dropped
-    return out
 
 
 # ---------------------------------------------------------------- sentences

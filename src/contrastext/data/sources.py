@@ -1,7 +1,8 @@
 """Where a job's texts come from and how they are read: ``TextSource`` and ``load_texts``.
 
-A source is a file (CSV/TSV, JSON lines or parquet, optionally .gz), a folder of parquet files, or a known
-dataset read by its own reader. It names its text column(s) (joined with a space, or as sentences, e.g.
+A source is a file (CSV/TSV, JSON lines or parquet, optionally .gz; a ``.txt``/``.md`` file holds a text a
+non-empty line), a folder of such files (each of its ``.txt``/``.md`` files is one text; files of other
+types are counted and left out), or a known dataset read by its own reader. Any of them may be a URI. It names its text column(s) (joined with a space, or as sentences, e.g.
 AG News's title and description), optionally a title put first as its own sentence, its label column and
 the label names of raw label values ("1" → "World"), and its id column. Header-less CSV files give their
 column names in ``columns``. Rows without text or with an unknown label are counted by reason and left out,
@@ -34,7 +35,7 @@ _ESCAPED_BREAK = re.compile(r"\\n|\\|\s+")
 
 
 class TextSource(Settings):
-    path: str | None = Field(None, description="file or folder of parquet files; relative paths are read under "
+    path: str | None = Field(None, description="file or folder (local or URI); relative paths are read under "
                                                "the data folder (None: the dataset's own file, found or fetched)")
     dataset: Literal["vital_articles"] | None = Field(
         None, description="a known dataset read by its own reader (see contrastext.data.vital); None: a CSV, "
@@ -161,24 +162,55 @@ def describe(source: TextSource) -> str:
     return source.path or str(source.dataset)
 
 
+_TABLE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".csv", ".tsv", ".parquet")
+_TEXT_SUFFIXES = (".txt", ".md", ".text")
+
+
+def _suffix(path: Path) -> str:
+    return Path(path.name.lower().removesuffix(".gz")).suffix
+
+
 def _records(path: Path, source: TextSource, skipped: Counter) -> Iterator[dict[str, Any]]:
     if source.dataset == "vital_articles":
         from contrastext.data.vital import iter_vital_records
 
         yield from iter_vital_records(path, skipped)
-        return
-    if source.columns is None:
+    elif path.is_dir():
+        yield from _folder_records(path, source, skipped)
+    elif _suffix(path) in _TEXT_SUFFIXES:
+        with open_text(path) as f:
+            for number, line in enumerate(f, start=1):
+                if line.strip():
+                    yield {source.text_columns[0]: line.strip(), "_id": f"{path.name}:{number}"}
+    elif source.columns is None:
         yield from iter_records(path, skipped)
-        return
-    delimiter = "\t" if path.name.lower().removesuffix(".gz").endswith(".tsv") else ","
+    else:
+        yield from _headerless_csv(path, source.columns, skipped)
+
+
+def _folder_records(folder: Path, source: TextSource, skipped: Counter) -> Iterator[dict[str, Any]]:
+    """Every file of a folder in name order: a table file's records, a text file as one text."""
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        kind = _suffix(path)
+        if kind in _TABLE_SUFFIXES:
+            yield from _records(path, source, skipped)
+        elif kind in _TEXT_SUFFIXES:
+            yield {source.text_columns[0]: path.read_text(encoding="utf-8", errors="replace"),
+                   "_id": str(path.relative_to(folder))}
+        else:
+            skipped["file of unknown type"] += 1
+
+
+def _headerless_csv(path: Path, columns: list[str], skipped: Counter) -> Iterator[dict[str, Any]]:
+    delimiter = "\t" if _suffix(path) == ".tsv" else ","
     with open_text(path) as f:
         for values in csv.reader(f, delimiter=delimiter):
             if not values:
                 continue
-            if len(values) != len(source.columns):
-                skipped[f"row with {len(values)} fields, not {len(source.columns)}"] += 1
+            if len(values) != len(columns):
+                skipped[f"row with {len(values)} fields, not {len(columns)}"] += 1
                 continue
-            yield dict(zip(source.columns, values))
+            yield dict(zip(columns, values))
 
 
 def _local(location: str):
@@ -198,6 +230,10 @@ def load_texts(source: TextSource, data_dir: str | os.PathLike[str] | None = Non
     if source.path is None:
         return load_texts(source.model_copy(update={"path": str(dataset_file(source, data_dir))}), seed=seed)
     location = source.path if data_dir is None else resolve_data_path(source.path, data_dir, what="text source")
+    from contrastext import storage
+
+    if storage.is_uri(location) and not storage.exists(str(location)):
+        raise FileNotFoundError(f"text source {location} does not exist")
     with _local(str(location)) as path:
         if not path.exists():
             raise FileNotFoundError(f"text source {path} does not exist")
@@ -253,10 +289,10 @@ def _read(path: Path, source: TextSource) -> LabelledTexts:
         if labels is not None:
             labels.append(label)
         identifier = record.get(source.id_column) if source.id_column else None
-        ids.append(str(identifier) if identifier is not None else str(row))
+        ids.append(str(identifier) if identifier is not None else str(record.get("_id", row)))
         texts.append(text)
     if not texts:
-        raise ValueError(f"{path}: no usable rows (skipped: {dict(skipped) or 'none'})")
+        raise ValueError(f"{path}: no usable texts (skipped: {dict(skipped) or 'none'})")
     if source.label_names is not None:
         names = list(dict.fromkeys(source.label_names.values()))
     else:

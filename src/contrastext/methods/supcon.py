@@ -31,14 +31,18 @@ class SupConClassifier:
     """``fit(texts, labels)`` trains encoder + head; ``predict`` gives labels, ``predict_proba`` [N, classes].
 
     ``ntxent_weight`` is λ (0: focal loss alone); ``train`` overrides the whole train block (default: the
-    job's, batch 32 with 4 rows per class, mean pooling, 128 tokens). ``classes_`` holds the labels in the
-    order of ``predict_proba``'s columns (sorted). ``work_dir``: where the fit's checkpoints and model are
-    kept; without one they go to a temporary folder removed at the end of ``fit``.
+    job's, batch 32 with 4 rows per class, mean pooling, 128 tokens, one epoch); ``epochs``, ``lr`` and
+    ``head_lr`` override its values where given. ``encoder`` may also be a classifier
+    folder an earlier fit saved: ``reset_head=False`` keeps its head, ``freeze_encoder=True`` trains the head
+    alone (the second phase of the two-phase schedule). ``classes_`` holds the labels in the order of
+    ``predict_proba``'s columns (sorted, unless ``fit`` is given ``classes``). ``work_dir``: where the fit's
+    checkpoints and model are kept; without one they go to a temporary folder removed at the end of ``fit``.
     """
 
     def __init__(self, encoder: Any = DEFAULT_MODEL, *, ntxent_weight: float = 1.0, focal_weight: float = 1.0,
-                 gamma: float = 2.0, temperature: float = 0.1, epochs: int = 1, lr: float | None = None,
-                 head_lr: float | None = None, train: TrainConfig | None = None, batch_size: int = 64,
+                 gamma: float = 2.0, temperature: float = 0.1, epochs: int | None = None, lr: float | None = None,
+                 head_lr: float | None = None, freeze_encoder: bool = False, reset_head: bool = True,
+                 train: TrainConfig | None = None, batch_size: int = 64,
                  work_dir: str | os.PathLike[str] | None = None):
         self.encoder = encoder
         self.loss = ClassifyLoss(focal_weight=focal_weight, ntxent_weight=ntxent_weight, gamma=gamma,
@@ -46,33 +50,49 @@ class SupConClassifier:
         self.epochs = epochs
         self.lr = lr
         self.head_lr = head_lr
+        self.freeze_encoder = freeze_encoder
+        self.reset_head = reset_head
         self.train = train or default_classify_train()
         self.batch_size = batch_size
         self.work_dir = work_dir
         self.model_ = None
         self.classes_: list[Any] = []
+        self.fit_result_ = None
 
-    def fit(self, texts: Sequence[str], labels: Sequence[Any]) -> "SupConClassifier":
+    def train_config(self, num_labels: int, model: str) -> TrainConfig:
+        """The train block a fit from ``model`` (a spec or folder) on ``num_labels`` classes runs."""
+        return classify_train_config(self.train, self.loss, num_labels, model, freeze_encoder=self.freeze_encoder,
+                                     reset_head=self.reset_head, epochs=self.epochs, lr=self.lr,
+                                     head_lr=self.head_lr)
+
+    def fit(self, texts: Sequence[str], labels: Sequence[Any], *, classes: Sequence[Any] | None = None,
+            output: str | None = None) -> "SupConClassifier":
+        """``classes``: every label, in the order of ``predict_proba``'s columns (default: the sorted labels).
+        ``output``: a folder or URI to train in (checkpoints, and the model in ``output/model``); a fit
+        interrupted there resumes. Without it the fit trains under ``work_dir`` or a temporary folder."""
+        from contrastext import storage
         from contrastext.models.classifier import TextClassifier
 
         texts = list(texts)
-        labels = [label.item() if isinstance(label, np.generic) else label for label in labels]
+        labels = [_plain(label) for label in labels]
         if len(texts) != len(labels):
             raise ValueError(f"{len(texts)} texts but {len(labels)} labels")
         if not all(isinstance(t, str) for t in texts):
             raise ValueError("texts must be strings")
-        self.classes_ = sorted(set(labels))
-        if len(self.classes_) < 2:
+        self.classes_ = [_plain(c) for c in classes] if classes is not None else sorted(set(labels))
+        if len(self.classes_) < 2 or len(set(self.classes_)) != len(self.classes_):
             raise ValueError("a classifier needs at least two distinct labels")
         index = {label: i for i, label in enumerate(self.classes_)}
+        unknown = sorted({str(label) for label in labels if label not in index})
+        if unknown:
+            raise ValueError(f"labels not among classes: {unknown[:10]}")
         rows = [{"text": text, "label": index[label]} for text, label in zip(texts, labels)]
         with work_folder(self.work_dir, "supcon") as folder:
-            config = classify_train_config(self.train, self.loss, len(self.classes_),
-                                           encoder_spec(self.encoder, folder / "start"), reset_head=True,
-                                           epochs=self.epochs, lr=self.lr, head_lr=self.head_lr)
-            result = fit_rows(rows, config, folder, "fit")
-            self.model_ = TextClassifier.from_pretrained(result.model_path, labels=[str(c) for c in self.classes_],
-                                                         max_length=config.encoder.max_length)
+            config = self.train_config(len(self.classes_), encoder_spec(self.encoder, folder / "start"))
+            self.fit_result_ = fit_rows(rows, config, folder, "fit", output=output)
+            with storage.local_copy(self.fit_result_.model_path) as model:
+                self.model_ = TextClassifier.from_pretrained(model, labels=[str(c) for c in self.classes_],
+                                                             max_length=config.encoder.max_length)
         return self
 
     def _check_fitted(self) -> None:
@@ -105,3 +125,8 @@ class SupConClassifier:
         model.classes_ = json.loads((Path(path) / MANIFEST).read_text(encoding="utf-8"))["classes"]
         model.model_ = TextClassifier.from_pretrained(str(path))
         return model
+
+
+def _plain(label: Any) -> Any:
+    """A numpy scalar label as the Python value it holds (so it is saved as JSON and compares as given)."""
+    return label.item() if isinstance(label, np.generic) else label

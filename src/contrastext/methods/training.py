@@ -51,21 +51,28 @@ def load_text_encoder(encoder: Any, max_length: int | None = None):
     return encoder
 
 
-def fit_rows(rows: list[dict[str, Any]], config: TrainConfig, work_dir: Path, name: str):
+def fit_rows(rows: list[dict[str, Any]], config: TrainConfig, work_dir: Path, name: str, *,
+             output: str | None = None):
     """Train ``config`` on ``rows`` (a Ray Dataset made from them) with ``contrastext.train.fit``; the result's
     ``model_path`` is the exported model. Every call trains in a new folder under ``work_dir``, so nothing
-    resumes an earlier fit by accident."""
+    resumes an earlier fit by accident; with ``output`` (a folder or URI) it trains there instead, the model
+    exported to ``output/model``, and a fit interrupted there resumes from its checkpoints (a job's run)."""
     import ray.data
 
+    from contrastext import storage
     from contrastext.runtime import init_ray
     from contrastext.train import fit
 
     if not rows:
         raise ValueError("nothing to train on")
     init_ray()
-    run = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=work_dir))
-    result = fit(ray.data.from_items(rows), config, OutputConfig(storage_path=str(run), name="fit"),
-                 rows=len(rows), export_model_to=run / "model")
+    if output is None:
+        run = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=work_dir))
+        where, export = OutputConfig(storage_path=str(run), name="fit"), str(run / "model")
+    else:
+        where = OutputConfig(storage_path=storage.parent(output), name=storage.name(output))
+        export = storage.join(output, "model")
+    result = fit(ray.data.from_items(rows), config, where, rows=len(rows), export_model_to=export)
     if result.model_path is None:
         raise RuntimeError(f"{name}: training finished without a model to export")
     return result

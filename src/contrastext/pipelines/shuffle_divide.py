@@ -32,7 +32,6 @@ from contrastext import storage
 from contrastext.clustering import spherical_kmeans
 from contrastext.config import OutputConfig, RayConfig, Settings, TrainConfig
 from contrastext.data.documents import (
-    Documents,
     ShuffleUnit,
     shuffle_divide_pairs,
     split_units,
@@ -41,7 +40,7 @@ from contrastext.data.documents import (
     tfidf_pairs,
 )
 from contrastext.data.paths import DATA_ENV, resolve_data_path
-from contrastext.data.sources import TextSource, dataset_file, load_texts
+from contrastext.data.sources import LabelledTexts, TextSource, dataset_file, load_texts
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.methods.shuffle_divide import default_shuffle_divide_train, epoch_train_config
 from contrastext.metrics.clustering import clustering_scores, silhouette
@@ -118,13 +117,12 @@ class ShuffleDivideConfig(Settings):
 
 # ---------------------------------------------------------------- inputs
 
-def load_source(source: TextSource, data_dir: str | None, seed: int) -> tuple[Documents, Path | str]:
+def load_source(source: TextSource, data_dir: str | None, seed: int) -> tuple[LabelledTexts, Path | str]:
     if source.path is None:  # a known dataset, found or fetched
         path = dataset_file(source, data_dir)
     else:
         path = resolve_data_path(source.path, data_dir, what="document file")
-    texts = load_texts(source.model_copy(update={"path": str(path)}), seed=seed)
-    return Documents(ids=texts.ids, texts=texts.texts, labels=texts.labels, skipped=texts.skipped), path
+    return load_texts(source.model_copy(update={"path": str(path)}), seed=seed), path
 
 
 # ---------------------------------------------------------------- one epoch's steps
@@ -138,7 +136,7 @@ def _encode(model: str, texts: list[str], config: ShuffleDivideConfig) -> np.nda
     return encoder.encode(texts, batch_size=config.encode_batch_size, show_progress=True)
 
 
-def _cluster_and_score(embeddings: np.ndarray, docs: Documents, k: int,
+def _cluster_and_score(embeddings: np.ndarray, docs: LabelledTexts, k: int,
                        config: ShuffleDivideConfig) -> tuple[np.ndarray, dict[str, float]]:
     result = spherical_kmeans(embeddings, k, seed=config.train.seed, niter=config.kmeans_niter,
                               nredo=config.kmeans_nredo)
@@ -156,7 +154,7 @@ def _tfidf_silhouette(assignments: np.ndarray, reference, config: ShuffleDivideC
     return silhouette(reference, assignments, sample_size=config.silhouette_sample_size, seed=config.train.seed)
 
 
-def _prepare_training(train_docs: Documents, state: dict[str, Any], config: ShuffleDivideConfig,
+def _prepare_training(train_docs: LabelledTexts, state: dict[str, Any], config: ShuffleDivideConfig,
                       timings: dict[str, float]) -> dict[str, Any]:
     """What every epoch's pairs come from (sentences or TF-IDF neighbours), and Ray; returns pair stats."""
     from contrastext.runtime import init_ray
@@ -184,7 +182,7 @@ def _prepare_training(train_docs: Documents, state: dict[str, Any], config: Shuf
     return stats
 
 
-def _epoch_pairs(epoch: int, train_docs: Documents, state: dict[str, Any], config: ShuffleDivideConfig,
+def _epoch_pairs(epoch: int, train_docs: LabelledTexts, state: dict[str, Any], config: ShuffleDivideConfig,
                  groups: np.ndarray | None = None) -> list[dict[str, Any]]:
     if config.pair_method == "tfidf":
         return tfidf_pairs(train_docs.texts, state["tfidf_neighbours"], ids=train_docs.ids, groups=groups)
@@ -192,7 +190,7 @@ def _epoch_pairs(epoch: int, train_docs: Documents, state: dict[str, Any], confi
                                 min_units=config.min_units, ids=train_docs.ids, groups=groups)
 
 
-def _training_groups(epoch: int, previous_model: str, train_docs: Documents, k: int, run_dir: Path | str,
+def _training_groups(epoch: int, previous_model: str, train_docs: LabelledTexts, k: int, run_dir: Path | str,
                      config: ShuffleDivideConfig) -> np.ndarray:
     """Each training document's cluster under the previous epoch's model, for ``negatives=other_clusters``.
 
@@ -352,8 +350,8 @@ def _publish_model(source: str, destination: str) -> None:
     tmp.rename(target)
 
 
-def _finish(rows: list[dict[str, Any]], docs: Documents, docs_path: Path | str, train_path: Path | str,
-            train_docs: Documents, k: int, pair_stats: dict[str, Any], run_dir: str,
+def _finish(rows: list[dict[str, Any]], docs: LabelledTexts, docs_path: Path | str, train_path: Path | str,
+            train_docs: LabelledTexts, k: int, pair_stats: dict[str, Any], run_dir: str,
             config: ShuffleDivideConfig, timings: dict[str, float], started: float) -> dict[str, Any]:
     import pyarrow as pa
 

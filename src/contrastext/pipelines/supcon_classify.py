@@ -27,7 +27,7 @@ from contrastext.config import OutputConfig, RayConfig, Settings, TrainConfig
 from contrastext.data.paths import DATA_ENV, resolve_data_path
 from contrastext.data.sources import TextSource, describe, load_texts
 from contrastext.manifest import write_json_atomic, write_manifest
-from contrastext.methods.classify_settings import ClassifyLoss, classify_train_config, default_classify_train
+from contrastext.methods.classify_settings import ClassifyLoss, default_classify_train
 from contrastext.report import format_table
 from contrastext.stages import Stage, as_json, setting_differences
 
@@ -240,22 +240,28 @@ def load_labelled_data(config: LabelledTextData) -> LabelledData:
 
 
 # ------------------------------------------------------------------------------------------ running
+def variant_model(config: SupconClassifyConfig, variant: VariantConfig, start_model: str | None):
+    """The variant as a ``SupConClassifier``: the job's train block with what the variant sets (loss, head
+    options, epochs, rates), from ``start_model`` (an earlier variant's) or the job's encoder."""
+    from contrastext.methods.supcon import SupConClassifier
+
+    return SupConClassifier(start_model or config.train.encoder.model, **variant.loss.model_dump(),
+                            epochs=variant.epochs, lr=variant.lr, head_lr=variant.head_lr,
+                            freeze_encoder=variant.freeze_encoder, reset_head=variant.reset_head, train=config.train,
+                            batch_size=config.eval_batch_size)
+
+
 def variant_train_config(config: SupconClassifyConfig, variant: VariantConfig, num_labels: int,
                          model: str | None) -> TrainConfig:
-    """The job's train block with what the variant sets: loss, head options, start model, epochs, rates."""
-    return classify_train_config(config.train, variant.loss, num_labels, model,
-                                 freeze_encoder=variant.freeze_encoder, reset_head=variant.reset_head, epochs=variant.epochs, lr=variant.lr,
-                                 head_lr=variant.head_lr)
+    """The train block the variant's fit runs."""
+    return variant_model(config, variant, model).train_config(num_labels, model or config.train.encoder.model)
 
 
-def _evaluate(model_path: str, data: LabelledData, config: SupconClassifyConfig, variant: str,
+def _evaluate(classifier, data: LabelledData, config: SupconClassifyConfig, variant: str,
               run_dir: str, plots_dir: Path | None) -> dict[str, Any]:
     from contrastext.metrics.classification import classification_report
-    from contrastext.models.classifier import TextClassifier
 
     started = time.perf_counter()
-    with storage.local_copy(model_path) as folder:
-        classifier = TextClassifier.from_pretrained(folder, max_length=config.train.encoder.max_length)
     prediction = classifier.predict(data.test.texts, batch_size=config.eval_batch_size, show_progress=True)
     report = classification_report(data.test.labels, prediction.probabilities, prediction.embeddings,
                                    data.label_names, null_label=data.null_id).as_dict()
@@ -285,10 +291,7 @@ def _publish(local_file: Path, run_dir: str) -> str:
 
 def run_supcon_classify(config: SupconClassifyConfig) -> dict[str, Any]:
     """Train, score and compare every variant; returns the comparison (also in ``comparison.json``)."""
-    import ray.data
-
     from contrastext.runtime import init_ray
-    from contrastext.train import fit
 
     timings: dict[str, float] = {}
     started = time.perf_counter()
@@ -299,8 +302,7 @@ def run_supcon_classify(config: SupconClassifyConfig) -> dict[str, Any]:
              len(data.label_names), f" (null label {data.label_names[data.null_id]!r})" if data.null_id is not None
              else "")
     init_ray(config.ray)
-    train_ds = ray.data.from_items([{"text": t, "label": int(y)} for t, y in zip(data.train.texts,
-                                                                                   data.train.labels)])
+    train_labels = [data.label_names[i] for i in data.train.labels]
     local_plots = None
     if config.tsne:
         local_plots = Path(tempfile.mkdtemp(prefix="supcon-plots-")) if storage.is_uri(run_dir) \
@@ -315,8 +317,8 @@ def run_supcon_classify(config: SupconClassifyConfig) -> dict[str, Any]:
         variant_dir = storage.join(run_dir, variant.name)
         done_file = storage.join(variant_dir, "metrics.json")
         model_dir = storage.join(variant_dir, "model")
-        start_model = models[variant.start_from] if variant.start_from else None
-        train_config = variant_train_config(config, variant, len(data.label_names), start_model)
+        model = variant_model(config, variant, models[variant.start_from] if variant.start_from else None)
+        train_config = model.train_config(len(data.label_names), model.encoder)
         made_with = {"data": config.data.model_dump(mode="json"), "train": train_config.model_dump(mode="json")}
         if storage.exists(done_file) and storage.exists(model_dir):
             saved = json.loads(storage.read_bytes(done_file))
@@ -330,13 +332,10 @@ def run_supcon_classify(config: SupconClassifyConfig) -> dict[str, Any]:
             models[variant.name] = model_dir
             continue
         stage.say("training")
-        t = time.perf_counter()
-        result = fit(train_ds, train_config, OutputConfig(storage_path=run_dir, name=variant.name),
-                     rows=len(data.train.texts), export_model_to=model_dir)
-        if result.model_path is None:
-            raise RuntimeError(f"variant {variant.name!r}: training produced no model")
-        train_seconds = time.perf_counter() - t
-        metrics = _evaluate(result.model_path, data, config, variant.name, run_dir, local_plots)
+        model.fit(data.train.texts, train_labels, classes=data.label_names, output=variant_dir)
+        result = model.fit_result_
+        train_seconds = stage.seconds
+        metrics = _evaluate(model.model_, data, config, variant.name, run_dir, local_plots)
         metrics.update({"variant": variant.model_dump(), "made_with": made_with, "steps": result.steps,
                         "train_seconds": train_seconds,
                         "final_loss": result.last_loss, "rows_skipped": result.rows_skipped})

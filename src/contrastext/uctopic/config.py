@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from contrastext.config import (EncoderConfig, LossConfig, OptimizerConfig, OutputConfig, RayConfig, Settings,
                                 TrainConfig)
+from contrastext.data.sources import TextSource
 from contrastext.models.resolve import DEFAULT_MODEL
 
 Stage = Literal["pretrain", "finetune", "mine", "evaluate"]
@@ -53,16 +54,38 @@ class PhraseSource(Settings):
 
     conll: str | None = Field(None, description="CoNLL-style file: its entities are the phrases")
     labels: list[str] = Field(default_factory=lambda: ["PER", "LOC", "ORG"], description="CoNLL types kept")
-    documents: str | None = Field(None, description="a file (jsonl/csv/parquet/txt: one document a line) or a "
-                                                    "folder of such files / .txt documents")
-    text_column: str = "text"
-    title_column: str | None = Field(None, description="prepended to the text as its first sentence")
-    max_documents: int | None = Field(None, ge=1)
+    documents: TextSource | None = Field(
+        None, description="a text source (contrastext.data.sources): a file (jsonl/csv/parquet; txt: one document a "
+                          "line) or a folder of such files (each .txt/.md file one document); a path alone is a "
+                          "source with the defaults")
     extractor: Literal["auto", "spacy", "ngram"] = Field(
         "auto", description="auto: spaCy noun chunks + entities when a model package is installed, else n-grams")
     spacy_model: str = "en_core_web_sm"
     ngram: NgramSettingsConfig = Field(default_factory=NgramSettingsConfig)
     max_instances: int | None = Field(None, ge=2, description="a seeded sample of the instances")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _earlier_document_keys(cls, data: Any) -> Any:
+        """``text_column``, ``title_column`` and ``max_documents`` beside ``documents`` (as this block had them
+        before documents became a text source) still read: they go into the source."""
+        earlier = {"text_column": "text_columns", "title_column": "title_column", "max_documents": "max_rows"}
+        if not isinstance(data, dict) or not earlier.keys() & data.keys():
+            return data
+        data = dict(data)
+        moved = {new: data.pop(old) for old, new in earlier.items() if old in data}
+        if "text_columns" in moved:
+            moved["text_columns"] = [moved["text_columns"]]
+        documents = data.get("documents")
+        if documents is not None:
+            documents = {"path": documents} if isinstance(documents, str) else dict(documents)
+            data["documents"] = {**moved, **documents}
+        return data
+
+    @field_validator("documents", mode="before")
+    @classmethod
+    def _path_alone(cls, value: Any) -> Any:
+        return {"path": value} if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _one_source(self) -> "PhraseSource":

@@ -342,7 +342,8 @@ def run_mine(config: UCTopicConfig) -> dict[str, Any]:
              ["time (s): encode / total", f"{timings['encode']:.1f} / {timings['total']:.1f}"]]
     return _finish(config, run_dir, summary, table, counts={"instances": len(loaded.instances),
                                                             "topics": clustering.k},
-                   timings=timings, inputs=_checksums([settings.data.documents, settings.data.conll]),
+                   timings=timings, inputs=_checksums([settings.data.documents.path if settings.data.documents else None,
+                                                      settings.data.conll]),
                    topics=topic_rows)
 
 

@@ -3,113 +3,18 @@
 from __future__ import annotations
 
 import random
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from contrastext import storage
+from contrastext.data.sources import describe, load_texts
 from contrastext.uctopic.config import PhraseSource, PretrainSettings
 from contrastext.uctopic.phrases import ConllStats, PhraseInstance, read_conll_entities
 
 if TYPE_CHECKING:
     import ray.data
-
-_TABLE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".csv", ".tsv", ".parquet")
-_TEXT_SUFFIXES = (".txt", ".md", ".text")
-
-
-@dataclass
-class LoadedDocuments:
-    texts: list[str]
-    ids: list[str]
-    skipped: Counter = field(default_factory=Counter)
-    files: list[str] = field(default_factory=list)
-
-
-def _suffix(path: Path) -> str:
-    name = path.name.lower()
-    return Path(name[:-3]).suffix if name.endswith(".gz") else path.suffix.lower()
-
-
-def load_document_texts(location: str | Path, *, text_column: str = "text", title_column: str | None = None,
-                        max_documents: int | None = None) -> LoadedDocuments:
-    """Documents of a file or a folder.
-
-    A ``.jsonl``/``.csv``/``.tsv``/``.parquet`` file (optionally .gz) holds one document a record
-    (``text_column``); a ``.txt`` file holds one document a non-empty line; a folder holds such files (each
-    ``.txt``/``.md`` file of a folder is one document). Unusable records are counted in ``skipped``.
-    ``location`` may be a URI (``s3://…``): it is read from a temporary local copy, and ``files`` names the
-    files by their URIs.
-    """
-    if storage.is_uri(location) and not str(location).startswith("file://"):
-        return _load_remote_texts(str(location), text_column=text_column, title_column=title_column,
-                                  max_documents=max_documents)
-    from contrastext.data.documents import load_documents
-
-    source = Path(storage.resolve(location)[1]) if storage.is_uri(location) else Path(location)
-    if not source.exists():
-        raise FileNotFoundError(f"documents {source} do not exist")
-    out = LoadedDocuments([], [])
-
-    def add(text: str, identifier: str) -> bool:
-        if max_documents is not None and len(out.texts) >= max_documents:
-            return False
-        if text.strip():
-            out.texts.append(text)
-            out.ids.append(identifier)
-        else:
-            out.skipped["empty document"] += 1
-        return True
-
-    def table(path: Path) -> None:
-        docs = load_documents(path, text_column=text_column, title_column=title_column,
-                              max_rows=None if max_documents is None else max_documents - len(out.texts))
-        out.skipped.update(docs.skipped)
-        for text, identifier in zip(docs.texts, docs.ids):
-            add(text, f"{path.name}:{identifier}")
-
-    if source.is_file():
-        out.files.append(str(source))
-        if _suffix(source) in _TABLE_SUFFIXES:
-            table(source)
-        else:
-            with open(source, encoding="utf-8", errors="replace") as f:
-                for number, line in enumerate(f):
-                    if line.strip() and not add(line.strip(), f"{source.name}:{number + 1}"):
-                        break
-    else:
-        for path in sorted(p for p in source.rglob("*") if p.is_file()):
-            if max_documents is not None and len(out.texts) >= max_documents:
-                break
-            kind = _suffix(path)
-            if kind in _TABLE_SUFFIXES:
-                out.files.append(str(path))
-                table(path)
-            elif kind in _TEXT_SUFFIXES:
-                out.files.append(str(path))
-                add(path.read_text(encoding="utf-8", errors="replace"), str(path.relative_to(source)))
-            else:
-                out.skipped["file of unknown type"] += 1
-    if not out.texts:
-        raise ValueError(f"{source}: no usable documents (skipped: {dict(out.skipped) or 'none'})")
-    return out
-
-
-def _load_remote_texts(location: str, **options) -> LoadedDocuments:
-    try:
-        folder = storage.is_dir(location)
-        found = folder or storage.is_file(location)
-    except OSError as error:
-        raise FileNotFoundError(f"documents {location} cannot be read ({error})") from error
-    if not found:
-        raise FileNotFoundError(f"documents {location} do not exist")
-    with (storage.local_copy(location) if folder else storage.local_file(location)) as local:
-        loaded = load_document_texts(local, **options)
-        prefix = str(local)
-        loaded.files = [location + f[len(prefix):] if f.startswith(prefix) else f for f in loaded.files]
-    return loaded
 
 
 @dataclass
@@ -141,15 +46,14 @@ def load_phrase_source(source: PhraseSource, seed: int = 0) -> Instances:
     if source.documents:
         from contrastext.uctopic.candidates import NgramSettings, document_phrases
 
-        docs = load_document_texts(source.documents, text_column=source.text_column,
-                                   title_column=source.title_column, max_documents=source.max_documents)
+        docs = load_texts(source.documents, seed=seed)
         found, extractor = document_phrases(docs.texts, extractor=source.extractor, spacy_model=source.spacy_model,
                                             ngram=NgramSettings(**source.ngram.model_dump()))
         kept = sample_instances(found, source.max_instances, seed)
         counts = {"documents": len(docs.texts), "documents_skipped": dict(docs.skipped),
                   "phrase_instances_found": len(found), "instances": len(kept),
                   "distinct_phrases": len({i.key for i in kept})}
-        return Instances(kept, source.documents, extractor, documents=docs.texts, counts=counts)
+        return Instances(kept, describe(source.documents), extractor, documents=docs.texts, counts=counts)
     raise ValueError("no phrase source: set conll (a CoNLL-style file) or documents (a file or folder)")
 
 
