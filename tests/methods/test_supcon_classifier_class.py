@@ -77,6 +77,10 @@ def test_wrong_use_is_refused():
         SupConClassifier().fit(["a", "b"], ["x"])
     with pytest.raises(ValueError, match="two distinct labels"):
         SupConClassifier().fit(["a", "b"], ["x", "x"])
+    with pytest.raises(ValueError, match=r"labels not among classes: \['y'\]"):
+        SupConClassifier().fit(["a", "b"], ["x", "y"], classes=["x", "z"])
+    with pytest.raises(ValueError, match="two distinct labels"):
+        SupConClassifier().fit(["a", "b"], ["x", "y"], classes=["x", "y", "x"])
     with pytest.raises(RuntimeError, match="fit"):
         SupConClassifier().predict(["a"])
     with pytest.raises(ValueError, match="both 0"):
