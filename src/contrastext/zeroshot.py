@@ -1,8 +1,10 @@
 """Zero-shot classification by label prompts: texts and labels in one embedding space, best cosine wins.
 
 A label may have aliases ("Sci/Tech" → "Science", "Technology"); each alias is put into the prompt
-template and embedded, and the score of a label is the maximum over its aliases. Label-set embeddings
-are cached (LRU), so a classifier serving the same labels again only embeds the texts.
+template and embedded, and the score of a label is the maximum over its aliases. Several templates may be
+given at once (an ensemble): an alias then stands for the renormalised mean of its prompts' unit
+embeddings (``mean_prompt_embeddings``). Label-set embeddings are cached (LRU), so a classifier serving
+the same labels again only embeds the texts.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol, Sequence
+from typing import Mapping, Protocol, Sequence, Union
 
 import numpy as np
 
 DEFAULT_TEMPLATE = "This topic is talk about {label}"
 DEFAULT_SEPARATORS = ("&", "/")
+#: one prompt template, or several whose embeddings are averaged (an ensemble)
+Templates = Union[str, Sequence[str]]
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
@@ -119,6 +123,28 @@ def validate_template(template: str) -> str:
     return template
 
 
+def validate_templates(templates: Templates) -> tuple[str, ...]:
+    """One template or an ensemble of them as a tuple, each checked; an empty or repeating ensemble is an error."""
+    if isinstance(templates, str):
+        return (validate_template(templates),)
+    templates = tuple(templates)
+    if not templates:
+        raise ValueError("At least one prompt template is needed.")
+    repeated = sorted({t for t in templates if templates.count(t) > 1})
+    if repeated:
+        raise ValueError(f"Prompt templates must be distinct; repeated: {repeated}.")
+    return tuple(validate_template(t) for t in templates)
+
+
+def mean_prompt_embeddings(per_template: np.ndarray) -> np.ndarray:
+    """[templates, strings, D] → [strings, D]: the renormalised mean of each string's unit prompt embeddings.
+
+    One template's embeddings are returned as they are (what a single prompt always gave)."""
+    if len(per_template) == 1:
+        return per_template[0]
+    return _normalise(np.stack([_normalise(e) for e in per_template]).mean(axis=0))
+
+
 def _normalise(matrix: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return matrix / np.maximum(norms, 1e-12)
@@ -144,17 +170,19 @@ def label_scores_and_aliases(text_embeddings: np.ndarray, alias_embeddings: np.n
 
 
 class ZeroShotClassifier:
-    """Classify texts into labels nobody trained on, with an encoder and a prompt template.
+    """Classify texts into labels nobody trained on, with an encoder and a prompt template (or several,
+    ensembled: see ``alias_embeddings``).
 
     ``model_key`` names the encoder in cache keys (e.g. its path), so one cache may serve several
     classifiers safely; by default it is the encoder object's identity.
     """
 
-    def __init__(self, encoder: Encoder, *, template: str = DEFAULT_TEMPLATE, model_key: str | None = None,
+    def __init__(self, encoder: Encoder, *, template: Templates = DEFAULT_TEMPLATE, model_key: str | None = None,
                  cache_size: int = 128, auto_aliases: bool = True,
                  separators: Sequence[str] = DEFAULT_SEPARATORS, batch_size: int = 64):
         self.encoder = encoder
-        self.template = validate_template(template)
+        templates = validate_templates(template)
+        self.template: Templates = template if isinstance(template, str) else templates
         self.model_key = model_key or f"encoder@{id(encoder):x}"
         self.auto_aliases = auto_aliases
         self.separators = tuple(separators)
@@ -170,10 +198,11 @@ class ZeroShotClassifier:
         auto = self.auto_aliases if auto_aliases is None else auto_aliases
         return LabelSet.build(labels, aliases, auto_aliases=auto, separators=self.separators)
 
-    def alias_embeddings(self, label_set: LabelSet, template: str | None = None) -> np.ndarray:
-        """Embeddings of every alias prompt of ``label_set`` (cached by model, template and label set)."""
-        template = validate_template(template or self.template)
-        key = (self.model_key, template, label_set.labels, label_set.aliases)
+    def alias_embeddings(self, label_set: LabelSet, template: Templates | None = None) -> np.ndarray:
+        """Embeddings of every alias prompt of ``label_set`` (cached by model, templates and label set); with
+        several templates, each alias's renormalised mean over them."""
+        templates = validate_templates(template or self.template)
+        key = (self.model_key, templates, label_set.labels, label_set.aliases)
         with self._lock:
             cached = self._cache.get(key)
             if cached is not None:
@@ -181,8 +210,9 @@ class ZeroShotClassifier:
                 self.cache_hits += 1
                 return cached
         strings, _ = label_set.flat()
-        prompts = [template.replace("{label}", alias) for alias in strings]
+        prompts = [t.replace("{label}", alias) for t in templates for alias in strings]
         embeddings = np.asarray(self.encoder.encode(prompts, batch_size=self.batch_size), dtype=np.float32)
+        embeddings = mean_prompt_embeddings(embeddings.reshape(len(templates), len(strings), -1))
         embeddings.setflags(write=False)
         with self._lock:
             self.cache_misses += 1
@@ -193,33 +223,33 @@ class ZeroShotClassifier:
         return embeddings
 
     def score_embeddings(self, text_embeddings: np.ndarray, label_set: LabelSet,
-                         template: str | None = None) -> np.ndarray:
+                         template: Templates | None = None) -> np.ndarray:
         """[N, labels] scores for texts already embedded by this classifier's encoder."""
         return self.score_embeddings_with_aliases(text_embeddings, label_set, template)[0]
 
     def score_embeddings_with_aliases(self, text_embeddings: np.ndarray, label_set: LabelSet,
-                                      template: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+                                      template: Templates | None = None) -> tuple[np.ndarray, np.ndarray]:
         """[N, labels] scores and, per text and label, the index of the alias that scored best."""
         _, owner = label_set.flat()
         return label_scores_and_aliases(text_embeddings, self.alias_embeddings(label_set, template), owner,
                                         len(label_set.labels))
 
     def scores(self, texts: Sequence[str], labels: Sequence[str],
-               aliases: Mapping[str, Sequence[str]] | None = None, *, template: str | None = None,
+               aliases: Mapping[str, Sequence[str]] | None = None, *, template: Templates | None = None,
                auto_aliases: bool | None = None) -> np.ndarray:
         label_set = self.label_set(labels, aliases, auto_aliases)
         embeddings = self.encoder.encode(list(texts), batch_size=self.batch_size)
         return self.score_embeddings(embeddings, label_set, template)
 
     def predict(self, texts: Sequence[str], labels: Sequence[str],
-                aliases: Mapping[str, Sequence[str]] | None = None, *, template: str | None = None,
+                aliases: Mapping[str, Sequence[str]] | None = None, *, template: Templates | None = None,
                 auto_aliases: bool | None = None) -> list[str]:
         """The best label of every text."""
         scores = self.scores(texts, labels, aliases, template=template, auto_aliases=auto_aliases)
         return [labels[i] for i in scores.argmax(axis=1)]
 
     def classify(self, texts: Sequence[str], labels: Sequence[str],
-                 aliases: Mapping[str, Sequence[str]] | None = None, *, template: str | None = None,
+                 aliases: Mapping[str, Sequence[str]] | None = None, *, template: Templates | None = None,
                  auto_aliases: bool | None = None, threshold: float | None = None) -> list[Prediction]:
         """Best label and every label's score per text (and, with ``threshold``, every label over it)."""
         label_set = self.label_set(labels, aliases, auto_aliases)

@@ -12,15 +12,15 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from contrastext.metrics.classification import accuracy, macro_f1
-from contrastext.zeroshot import LabelSet, ZeroShotClassifier
+from contrastext.zeroshot import LabelSet, Templates, ZeroShotClassifier
 
 
 @dataclass(frozen=True)
 class LabelScheme:
-    """How labels are put to the encoder: alias strings per label and the prompt template."""
+    """How labels are put to the encoder: alias strings per label and the prompt template (or an ensemble)."""
 
     name: str
-    template: str
+    template: Templates
     aliases: Mapping[str, Sequence[str]] = field(default_factory=dict)  # label → strings that replace it
     keep_label: bool = True  # also embed the label's own spelling beside its aliases
 

@@ -31,6 +31,7 @@ from contrastext.methods.training import (
     work_folder,
 )
 from contrastext.models.resolve import DEFAULT_MODEL
+from contrastext.selftrain.calibration import CalibrationConfig, calibrate
 from contrastext.selftrain.config import round_train
 from contrastext.selftrain.guard import TextGuard, guard_fields
 from contrastext.selftrain.pseudo_labels import SelectionConfig, select
@@ -38,7 +39,7 @@ from contrastext.selftrain.pseudo_pairs import text_pairs
 from contrastext.selftrain.scoring import changed_share, label_prompt_vectors
 from contrastext.selftrain.stopping import RoundStop
 from contrastext.selftrain.teachers import PromptTeacher, Teacher
-from contrastext.zeroshot import LabelSet, ZeroShotClassifier, validate_template
+from contrastext.zeroshot import LabelSet, ZeroShotClassifier, validate_template, validate_templates
 
 MANIFEST = "wcsbert.json"
 
@@ -48,7 +49,12 @@ class WCSBert:
 
     ``teacher``: a ``PromptTeacher`` (the default: each text's best label prompt) or a ``PrototypeTeacher``
     (its nearest label prototype), or any object with their ``scores`` method. ``template`` puts a label (or
-    alias) into the prompt. ``train``: a round's training settings (default: the job's, MNR at batch 32).
+    alias) into the prompt (default "{label}"); ``templates`` instead gives several, ensembled: a label string
+    stands for the renormalised mean of its prompts' unit embeddings, in scoring and predicting alike, and the
+    training pairs' positives are the first template's prompts (``selftrain.pseudo_pairs``).
+    ``calibration``: correct the teacher's scores by each label's share of the texts before selecting
+    (``selftrain.calibration``; True: its default settings; off by default).
+    ``train``: a round's training settings (default: the job's, MNR at batch 32).
     ``predict_proba`` is a softmax of the label scores (cosines) over ``temperature``.
 
     ``guard`` (on by default, as in the job): the label-free check of ``selftrain.guard`` over a seeded
@@ -63,7 +69,8 @@ class WCSBert:
     """
 
     def __init__(self, encoder: Any = DEFAULT_MODEL, *, teacher: Teacher | None = None, rounds: int = 2,
-                 template: str = "{label}", selection: SelectionConfig | None = None,
+                 template: str | None = None, templates: Sequence[str] | None = None,
+                 calibration: bool | CalibrationConfig = False, selection: SelectionConfig | None = None,
                  train: TrainConfig | None = None, max_pairs_per_label: int | None = 5000, max_length: int = 128,
                  batch_size: int = 64, temperature: float = 0.05, guard: bool = True, guard_sample: int = 20_000,
                  guard_neighbours: int = 10, patience: int = 1, work_dir: str | os.PathLike[str] | None = None):
@@ -71,10 +78,15 @@ class WCSBert:
             raise ValueError(f"rounds must be ≥ 0, got {rounds}")
         if patience < 1 or guard_sample < 2 or guard_neighbours < 1:
             raise ValueError("patience and guard_neighbours must be ≥ 1, guard_sample ≥ 2")
+        if template is not None and templates is not None:
+            raise ValueError("give template (one prompt) or templates (an ensemble), not both")
         self.encoder = encoder
         self.teacher: Teacher = teacher if teacher is not None else PromptTeacher()
         self.rounds = rounds
-        self.template = validate_template(template)
+        self.templates = validate_templates(templates) if templates is not None else None
+        self.template = self.templates[0] if self.templates else validate_template(template or "{label}")
+        self.calibration = (calibration if isinstance(calibration, CalibrationConfig)
+                            else CalibrationConfig(enabled=bool(calibration)))
         self.selection = selection or SelectionConfig()
         self.train = train or round_train()
         self.max_pairs_per_label = max_pairs_per_label
@@ -93,6 +105,11 @@ class WCSBert:
         self.label_set_: LabelSet | None = None
         self.aliases_: dict[str, list[str]] = {}
         self.history_: list[dict[str, Any]] = []
+
+    @property
+    def prompts(self) -> tuple[str, ...]:
+        """The templates that score the labels: ``templates``, or ``template`` alone."""
+        return self.templates or (self.template,)
 
     # ------------------------------------------------------------------ training
     def fit(self, texts: Sequence[str], labels: Sequence[str],
@@ -113,7 +130,7 @@ class WCSBert:
     def _self_train(self, encoder, texts: list[str], folder: Path,
                     on_round: Callable[[dict[str, Any], Any], None] | None = None):
         """The rounds from ``encoder``; returns the kept round's encoder (in memory)."""
-        guard = (TextGuard.build(encoder, texts, self.label_set_, self.template, sample=self.guard_sample,
+        guard = (TextGuard.build(encoder, texts, self.label_set_, self.prompts, sample=self.guard_sample,
                                  neighbours=self.guard_neighbours, seed=self.train.seed, batch_size=self.batch_size)
                  if self.guard else None)
         guard_0 = guard.score(encoder) if guard is not None else None
@@ -123,7 +140,7 @@ class WCSBert:
         model = encoder_spec(self.encoder, folder / "start")
         previous = None
         for r in range(1, self.rounds + 1):
-            pseudo, pairs = self._pseudo_pairs(encoder, texts)
+            pseudo, pairs, shares = self._pseudo_pairs(encoder, texts)
             if not len(pairs):
                 raise ValueError(f"round {r}: no text was kept for training; raise selection.top_fraction or "
                                  "lower selection.threshold")
@@ -136,6 +153,7 @@ class WCSBert:
             per_label = pseudo.kept_per_label(len(self.label_set_.labels)).tolist()
             record = {"round": r, "kept": int(len(pseudo.kept)), "pairs": len(pairs),
                       "kept_per_label": dict(zip(self.label_set_.labels, per_label)),
+                      "teacher_shares": dict(zip(self.label_set_.labels, shares.tolist())),
                       "labels_changed": changed_share(previous, pseudo.label), "steps": result.steps,
                       "model": kept_path(model, self.work_dir)}
             if guard is not None:
@@ -153,13 +171,16 @@ class WCSBert:
         return kept[stop.best_round]
 
     def _pseudo_pairs(self, encoder, texts: list[str]):
+        """The round's pseudo-labels, its pairs, and each label's share of the teacher's argmaxes."""
         embeddings = encoder.encode(texts, batch_size=self.batch_size)
-        prompt_scores, alias = ZeroShotClassifier(encoder, template=self.template).score_embeddings_with_aliases(
+        prompt_scores, alias = ZeroShotClassifier(encoder, template=self.prompts).score_embeddings_with_aliases(
             embeddings, self.label_set_)
         scores = self.teacher.scores(embeddings, prompt_scores,
-                                     label_prompt_vectors(encoder, self.label_set_, self.template))
-        pseudo = select(scores, self.selection, alias)
-        return pseudo, text_pairs(texts, pseudo, self.label_set_, self.template, self.max_pairs_per_label)
+                                     label_prompt_vectors(encoder, self.label_set_, self.prompts))
+        calibrated = calibrate(scores, self.calibration)
+        pseudo = select(calibrated.scores, self.selection, alias)
+        pairs = text_pairs(texts, pseudo, self.label_set_, self.template, self.max_pairs_per_label)
+        return pseudo, pairs, calibrated.shares
 
     # ------------------------------------------------------------------ inference
     @property
@@ -168,11 +189,11 @@ class WCSBert:
         return list(self.label_set_.labels)
 
     def scores(self, texts: Sequence[str]) -> np.ndarray:
-        """[N, labels] cosine of each text to each label's best prompt."""
+        """[N, labels] cosine of each text to each label's best prompt (or ensemble of prompts)."""
         self._check_fitted()
         embeddings = self.encoder_.encode(checked_texts(texts), batch_size=self.batch_size)
-        return ZeroShotClassifier(self.encoder_, template=self.template).score_embeddings(embeddings,
-                                                                                         self.label_set_)
+        return ZeroShotClassifier(self.encoder_, template=self.prompts).score_embeddings(embeddings,
+                                                                                        self.label_set_)
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
         logits = self.scores(texts).astype(np.float64) / self.temperature
@@ -188,18 +209,20 @@ class WCSBert:
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """The model in sentence-transformers format plus ``wcsbert.json`` (labels, aliases, template)."""
+        """The model in sentence-transformers format plus ``wcsbert.json`` (labels, aliases, templates)."""
         self._check_fitted()
         target = self.encoder_.save(path)
         manifest = {"labels": list(self.label_set_.labels), "aliases": self.aliases_, "template": self.template,
-                    "temperature": self.temperature}
+                    "templates": list(self.templates) if self.templates else None, "temperature": self.temperature}
         (target / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
         return target
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], **kwargs) -> "WCSBert":
         manifest = json.loads((Path(path) / MANIFEST).read_text(encoding="utf-8"))
-        model = cls(str(path), template=manifest["template"], temperature=manifest["temperature"], **kwargs)
+        prompts = ({"templates": manifest["templates"]} if manifest.get("templates")
+                   else {"template": manifest["template"]})
+        model = cls(str(path), **prompts, temperature=manifest["temperature"], **kwargs)
         model.encoder_ = load_text_encoder(str(path), model.max_length)
         model.label_set_ = LabelSet.build(manifest["labels"], manifest["aliases"])
         model.aliases_ = manifest["aliases"]

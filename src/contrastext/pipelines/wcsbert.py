@@ -36,6 +36,7 @@ from contrastext.evaluators.zeroshot_accuracy import LabelScheme, ZeroShotEvalua
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.report import format_table
 from contrastext.runtime import init_ray
+from contrastext.selftrain.calibration import calibrate
 from contrastext.selftrain.config import PretrainConfig, WCSBertConfig
 from contrastext.selftrain.guard import guard_fields, guard_text
 from contrastext.selftrain.pseudo_labels import select
@@ -80,7 +81,7 @@ class EvalSet:
 
 def _scheme(config: WCSBertConfig) -> LabelScheme:
     labels = config.labels
-    return LabelScheme("prompt + aliases", labels.template, labels.aliases, labels.keep_label)
+    return LabelScheme("prompt + aliases", labels.prompts, labels.aliases, labels.keep_label)
 
 
 def load_eval_set(config: WCSBertConfig, root: Path) -> tuple[EvalSet | None, str]:
@@ -111,17 +112,19 @@ def load_eval_set(config: WCSBertConfig, root: Path) -> tuple[EvalSet | None, st
 def baseline_schemes(config: WCSBertConfig) -> list[LabelScheme]:
     """The untrained comparisons, each once: labels only or in the prompt; as written or with aliases."""
     labels = config.labels
+    prompt = "prompt" if len(labels.prompts) == 1 else f"{len(labels.prompts)} prompts"
+    only_labels = labels.prompts == ("{label}",)
     as_written = [LabelScheme(f"labels only, {len(labels.names)} labels", "{label}"),
-                  LabelScheme(f"prompt, {len(labels.names)} labels", labels.template)]
+                  LabelScheme(f"{prompt}, {len(labels.names)} labels", labels.prompts)]
     if not any(labels.aliases.values()):
-        return as_written if labels.template != "{label}" else as_written[:1]
+        return as_written if not only_labels else as_written[:1]
     strings = len(_scheme(config).label_set(labels.names).flat()[0])
     with_aliases = [LabelScheme(f"labels only, {len(labels.names)} labels as {strings} strings", "{label}",
                                 labels.aliases, labels.keep_label),
-                    LabelScheme(f"prompt, {len(labels.names)} labels as {strings} strings", labels.template,
+                    LabelScheme(f"{prompt}, {len(labels.names)} labels as {strings} strings", labels.prompts,
                                 labels.aliases, labels.keep_label)]
     schemes = [as_written[0], with_aliases[0], as_written[1], with_aliases[1]]
-    return schemes if labels.template != "{label}" else schemes[:2]
+    return schemes if not only_labels else schemes[:2]
 
 
 def _evaluate(eval_set: EvalSet, encoder, out: str, name: str) -> ZeroShotResult:
@@ -464,7 +467,8 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     timings["total"] = time.perf_counter() - started
     summary = {
         "evaluation_set": eval_set.source if eval_set else None, "evaluation_skipped": eval_missing or None,
-        "labels": labels.names, "template": labels.template, "pool": config.pool.source,
+        "labels": labels.names, "template": labels.pair_template, "templates": list(labels.prompts),
+        "pool": config.pool.source,
         "corpus": corpus, "pretrain": pretrain, "pool_rows": encoded["rows"], "evaluations": evaluations,
         "rounds": rounds, "stop_reason": stop_reason, "chosen_round": best_round, "final_model": final_model,
         "guard_round_0": guard_0.value if guard_0 is not None else None,
@@ -500,7 +504,7 @@ class _Guard:
         from contrastext.data.h5store import H5Corpus
 
         encoder = self.config.encoder.load(model)
-        label_embeddings = embed_label_strings(encoder, self.label_set, self.config.labels.template)
+        label_embeddings = embed_label_strings(encoder, self.label_set, self.config.labels.prompts)
         embeddings = H5Corpus(embeddings_dir).lookup(self.reference.ids)
         return self.reference.score(self.reference.labels_of(embeddings, label_embeddings))
 
@@ -516,7 +520,7 @@ def _guard_reference(config: WCSBertConfig, model_0: str, embeddings_dir: str, l
         raise ValueError(f"{embeddings_dir}: the guard needs at least two pool items")
     ids = corpus.ids_at(sample_positions(len(corpus), config.rounds.guard_sample, config.rounds.train.seed))
     encoder = config.encoder.load(model_0)
-    label_embeddings = embed_label_strings(encoder, label_set, config.labels.template)
+    label_embeddings = embed_label_strings(encoder, label_set, config.labels.prompts)
     _, owner = label_set.flat()
     reference = guard_reference(ids, corpus.lookup(ids), label_embeddings, owner, len(label_set.labels),
                                 config.rounds.guard_neighbours)
@@ -531,21 +535,23 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: str, model: str, 
     t = time.perf_counter()
     labels = config.labels
     scorer = config.encoder.load(model)
-    pool = score_pool(embeddings_dir, scorer, label_set, labels.template)
+    pool = score_pool(embeddings_dir, scorer, label_set, labels.prompts)
     scores = pool.scores
     if config.rounds.pseudo_labels == "prototypes":
         teacher = PrototypeTeacher(fraction=config.rounds.prototype_fraction,
                                    iterations=config.rounds.prototype_iterations)
         scores = teacher.scores(pool_embeddings(embeddings_dir, pool.ids), pool.scores,
-                                label_prompt_vectors(scorer, label_set, labels.template))
-    pseudo = select(scores, config.rounds.selection, pool.alias)
+                                label_prompt_vectors(scorer, label_set, labels.prompts))
+    calibrated = calibrate(scores, config.rounds.calibration)
+    del scores
+    pseudo = select(calibrated.scores, config.rounds.selection, pool.alias)
     storage.write_npy(storage.join(stage, "pseudo_labels.npy"), pseudo.label)
     init = model if config.rounds.init == "previous" else model_0
     train: TrainConfig = config.rounds.train.model_copy(update={"encoder": config.encoder.model_copy(
         update={"model": init, "max_length": config.rounds.train.encoder.max_length})})
     if config.pool.source == "wikipedia":
         # Ray Data's workers tally the categories: their number grows with the pool
-        pairs = write_category_pairs(pages, pool.ids, pseudo, label_prompts(label_set, labels.template),
+        pairs = write_category_pairs(pages, pool.ids, pseudo, label_prompts(label_set, labels.pair_template),
                                      config.rounds.max_pairs_per_label, storage.join(stage, "pairs"),
                                      seed=train.seed + r)
     else:
@@ -554,7 +560,7 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: str, model: str, 
         full_texts = [""] * len(pool.ids)
         for i, text in zip(pseudo.kept, texts):
             full_texts[i] = " ".join(text.split()[: config.pool.max_words])
-        pairs = _write_pairs(text_pairs(full_texts, pseudo, label_set, labels.template,
+        pairs = _write_pairs(text_pairs(full_texts, pseudo, label_set, labels.pair_template,
                                         config.rounds.max_pairs_per_label),
                              storage.join(stage, "pairs"), len(label_set.labels), seed=train.seed + r)
     if not len(pairs):
@@ -585,6 +591,9 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: str, model: str, 
         "kept_per_label": dict(zip(labels.names, pseudo.kept_per_label(len(labels.names)).tolist())),
         "pairs": len(pairs), "pairs_per_label": dict(zip(labels.names, pairs.per_label.tolist())),
         "category_conflicts": pairs.conflicts, "labels_changed": changed_share(previous_labels, pseudo.label),
+        "teacher_shares": dict(zip(labels.names, np.round(calibrated.shares, 6).tolist())),
+        "calibration_shift": (dict(zip(labels.names, np.round(calibrated.shift, 6).tolist()))
+                              if config.rounds.calibration.enabled else None),
         "mean_confidence_kept": float(pseudo.confidence[pseudo.kept].mean()) if len(pseudo.kept) else None,
         "loss": result.mean_loss, "steps": result.steps, "model": new_model,
         "embeddings": new_embeddings,
@@ -601,10 +610,10 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: str, model: str, 
 
 def _prototypes(config: WCSBertConfig, encoder, embeddings_dir: str, label_set, run: str) -> np.ndarray:
     """Label prototypes of the final model from its own pool embeddings; saved beside the report."""
-    pool = score_pool(embeddings_dir, encoder, label_set, config.labels.template)
+    pool = score_pool(embeddings_dir, encoder, label_set, config.labels.prompts)
     stored = pool_embeddings(embeddings_dir, pool.ids)
     prototypes = label_prototypes(stored, pool.scores, config.evaluation.prototype_fraction,
-                                  fallback=label_prompt_vectors(encoder, label_set, config.labels.template))
+                                  fallback=label_prompt_vectors(encoder, label_set, config.labels.prompts))
     prototypes = refine_prototypes(stored, prototypes, config.evaluation.prototype_iterations)
     storage.write_npy(storage.join(run, "label_prototypes.npy"), prototypes)
     write_json_atomic(storage.join(run, "label_prototypes.json"), {"labels": config.labels.names,

@@ -11,8 +11,9 @@ from contrastext.config import EncoderConfig, OptimizerConfig, OutputConfig, Ray
 from contrastext.data.sources import TextSource, vital_articles
 from contrastext.data.vital import TOPIC_ALIASES, TOPICS
 from contrastext.data.pairs import PairOptions
+from contrastext.selftrain.calibration import CalibrationConfig
 from contrastext.selftrain.pseudo_labels import SelectionConfig
-from contrastext.zeroshot import DEFAULT_TEMPLATE
+from contrastext.zeroshot import DEFAULT_TEMPLATE, validate_templates
 
 Half = Literal["first", "second"]
 
@@ -29,6 +30,20 @@ class LabelsConfig(Settings):
     template: str = Field("{label}", description="prompt with {label}; \"{label}\": the label (or alias) alone, "
                                                  "best for the Vital topics; e.g. DEFAULT_TEMPLATE "
                                                  f"\"{DEFAULT_TEMPLATE}\" for AG News")
+    templates: list[str] | None = Field(
+        None, description="several prompts instead of `template`, ensembled: each label string stands for the "
+                          "renormalised mean of its prompts' unit embeddings; training pairs take the first "
+                          "(None: `template` alone)")
+
+    @property
+    def prompts(self) -> tuple[str, ...]:
+        """The templates that score the labels (one, or the ensemble)."""
+        return tuple(self.templates) if self.templates is not None else (self.template,)
+
+    @property
+    def pair_template(self) -> str:
+        """The template of the training pairs' positives: the first of an ensemble."""
+        return self.prompts[0]
 
     @model_validator(mode="after")
     def _aliases_name_labels(self) -> "LabelsConfig":
@@ -37,6 +52,18 @@ class LabelsConfig(Settings):
             raise ValueError(f"aliases given for labels not in names: {unknown}")
         if len(set(self.names)) != len(self.names):
             raise ValueError("label names must be distinct")
+        return self
+
+    @model_validator(mode="after")
+    def _templates_valid(self) -> "LabelsConfig":
+        # a dumped config carries the default template beside an ensemble: only another template conflicts
+        if self.templates is not None and self.template != LabelsConfig.model_fields["template"].default:
+            raise ValueError("give labels.template (one prompt) or labels.templates (an ensemble), not both")
+        try:
+            validate_templates(self.prompts)
+        except ValueError as error:
+            raise ValueError(f"labels.{'templates' if self.templates is not None else 'template'}: {error}") \
+                from None
         return self
 
 
@@ -123,6 +150,9 @@ class RoundsConfig(Settings):
                                                                    "label's items that seed its prototype")
     prototype_iterations: int = Field(0, ge=0, description="pseudo_labels=prototypes: k-means refinements "
                                                            "(they drift from the labels when topics overlap)")
+    calibration: CalibrationConfig = Field(
+        default_factory=CalibrationConfig, description="label-prior calibration of the teacher's scores before "
+                                                       "selection (selftrain.calibration; off by default)")
     init: Literal["previous", "base"] = Field(
         "previous", description="round r trains from round r-1's model, or always from the stage-1 model")
     reencode: bool = Field(True, description="re-encode the pool with each round's model (False: score the "

@@ -30,7 +30,7 @@ import numpy as np
 
 from contrastext.clustering import nearest_neighbours
 from contrastext.selftrain.scoring import embed_label_strings
-from contrastext.zeroshot import LabelSet, label_scores_and_aliases
+from contrastext.zeroshot import LabelSet, Templates, label_scores_and_aliases
 
 
 @dataclass(frozen=True)
@@ -119,11 +119,11 @@ class TextGuard:
     reference: GuardReference
     texts: list[str]  # the sampled texts, in the order of reference.ids
     label_set: LabelSet
-    template: str
+    template: Templates
     batch_size: int = 64
 
     @classmethod
-    def build(cls, encoder, texts: Sequence[str], label_set: LabelSet, template: str, *, sample: int,
+    def build(cls, encoder, texts: Sequence[str], label_set: LabelSet, template: Templates, *, sample: int,
               neighbours: int, seed: int, batch_size: int = 64) -> "TextGuard":
         """The reference under ``encoder`` (the round-0 model) over a seeded sample of ``sample`` texts."""
         positions = sample_positions(len(texts), sample, seed)

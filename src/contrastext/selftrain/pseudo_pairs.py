@@ -7,6 +7,9 @@ so one category never pulls towards two labels. Plain-text pools: the kept text 
 The positive is the prompt of the label's best-scoring alias for that item ("This topic is talk about
 Science"), so an encoder trained on the pairs is scored with the very strings it was trained towards.
 Many rows share a positive; the MNR loss treats such rows as one candidate (no false negatives).
+Under an ensemble of templates (the labels scored by the mean of several prompts) the positive is the
+alias put into the *first* template: one string per (label, alias) keeps that guarantee, where cycling
+through the templates would make rows of one label each other's in-batch negatives.
 """
 
 from __future__ import annotations

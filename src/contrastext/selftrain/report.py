@@ -11,7 +11,10 @@ from contrastext import storage
 
 def write_report(run: str, summary: dict[str, Any], plots: bool = True) -> str:
     lines = ["# WC-SBERT self-training", ""]
-    lines.append(f"- labels: {', '.join(summary['labels'])}; prompt `{summary['template']}`")
+    templates = summary.get("templates") or [summary["template"]]
+    prompts = f"prompt `{templates[0]}`" if len(templates) == 1 else \
+        f"{len(templates)} prompts ensembled ({', '.join(f'`{t}`' for t in templates)}; pairs take the first)"
+    lines.append(f"- labels: {', '.join(summary['labels'])}; {prompts}")
     lines.append(f"- pool: {summary['pool']} ({summary['pool_rows']} items)")
     lines.append(f"- evaluation: {summary['evaluation_set'] or summary['evaluation_skipped']}")
     lines.append(f"- stopped: {summary['stop_reason']}; model chosen: round {summary['chosen_round']} "

@@ -9,7 +9,7 @@ from typing import Iterable
 import numpy as np
 
 from contrastext.data.h5store import H5Corpus
-from contrastext.zeroshot import LabelSet, ZeroShotClassifier, label_scores_and_aliases
+from contrastext.zeroshot import LabelSet, Templates, ZeroShotClassifier, label_scores_and_aliases
 
 
 @dataclass
@@ -19,9 +19,10 @@ class PoolScores:
     alias: np.ndarray  # [N, labels] best alias per label, in the smallest integer type that holds it
 
 
-def score_pool(embeddings_dir: Path, encoder, label_set: LabelSet, template: str,
+def score_pool(embeddings_dir: Path, encoder, label_set: LabelSet, template: Templates,
                chunk_rows: int = 65_536) -> PoolScores:
-    """Every pooled page's label scores; the label prompts are embedded once, by ``encoder``."""
+    """Every pooled page's label scores; the label prompts are embedded once, by ``encoder`` (several
+    templates: each label string is their ensemble, see ``embed_label_strings``)."""
     alias_embeddings = embed_label_strings(encoder, label_set, template)
     _, owner = label_set.flat()
     corpus = H5Corpus(embeddings_dir)
@@ -31,12 +32,13 @@ def score_pool(embeddings_dir: Path, encoder, label_set: LabelSet, template: str
                      rows=len(corpus))
 
 
-def embed_label_strings(encoder, label_set: LabelSet, template: str) -> np.ndarray:
-    """``encoder``'s embeddings of every label string (names or aliases, in ``template``), in ``label_set.flat()`` order."""
+def embed_label_strings(encoder, label_set: LabelSet, template: Templates) -> np.ndarray:
+    """``encoder``'s embeddings of every label string (names or aliases, in ``template``), in ``label_set.flat()``
+    order; with several templates, each string's renormalised mean of its unit prompt embeddings."""
     return ZeroShotClassifier(encoder, template=template).alias_embeddings(label_set)
 
 
-def label_prompt_vectors(encoder, label_set: LabelSet, template: str) -> np.ndarray:
+def label_prompt_vectors(encoder, label_set: LabelSet, template: Templates) -> np.ndarray:
     """[labels, D]: each label's mean alias-prompt embedding (the prototype of a label no pool item takes)."""
     aliases = embed_label_strings(encoder, label_set, template)
     _, owner = label_set.flat()
