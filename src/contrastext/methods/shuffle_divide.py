@@ -13,7 +13,8 @@ trains from the previous epoch's model. The clusterer is pluggable: any object w
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -96,14 +97,25 @@ class ShuffleDivide:
                 if not pairs:
                     raise ValueError(f"no document has {self.min_units} {self.shuffle_unit}s to shuffle and "
                                      "divide; lower min_units or use shuffle_unit='word'")
-                rows = [{"anchor": p["anchor"], "positive": p["positive"]} for p in pairs]
-                result = fit_rows(rows, epoch_train_config(self.train, model, epoch), folder, f"epoch_{epoch:03d}")
+                result = self.train_epoch(pairs, model, epoch, folder)
                 model = result.model_path
-                self.history_.append({"epoch": epoch, "pairs": len(rows), "steps": result.steps,
+                self.history_.append({"epoch": epoch, "pairs": len(pairs), "steps": result.steps,
                                       "loss": result.mean_loss, "model": kept_path(model, self.work_dir)})
                 encoder = load_text_encoder(model, self.max_length)
         self.encoder_ = encoder
         return self
+
+    def train_epoch(self, pairs: Sequence[Mapping[str, Any]], model: str, epoch: int, work_dir: Path | None = None,
+                    *, output: str | None = None, export_to: str | None = None):
+        """One epoch of training from ``model`` on ``pairs`` (``anchor``, ``positive``, and the group column
+        where ``train.group_column`` is set: pairs of one group are not each other's negatives); returns the
+        fit's result, its ``model_path`` the new model. ``output`` / ``export_to``: the folder or URI to train
+        in and where the model goes (the job's, so an interrupted epoch resumes); else a new folder under
+        ``work_dir``."""
+        columns = ["anchor", "positive"] + ([self.train.group_column] if self.train.group_column else [])
+        rows = [{column: pair[column] for column in columns} for pair in pairs]
+        return fit_rows(rows, epoch_train_config(self.train, model, epoch), work_dir, f"epoch_{epoch:03d}",
+                        output=output, export_to=export_to)
 
     def transform(self, documents: Sequence[str]) -> np.ndarray:
         if self.encoder_ is None:

@@ -51,12 +51,13 @@ def load_text_encoder(encoder: Any, max_length: int | None = None):
     return encoder
 
 
-def fit_rows(rows: list[dict[str, Any]], config: TrainConfig, work_dir: Path, name: str, *,
-             output: str | None = None):
+def fit_rows(rows: list[dict[str, Any]], config: TrainConfig, work_dir: Path | None, name: str, *,
+             output: str | None = None, export_to: str | None = None):
     """Train ``config`` on ``rows`` (a Ray Dataset made from them) with ``contrastext.train.fit``; the result's
     ``model_path`` is the exported model. Every call trains in a new folder under ``work_dir``, so nothing
     resumes an earlier fit by accident; with ``output`` (a folder or URI) it trains there instead, the model
-    exported to ``output/model``, and a fit interrupted there resumes from its checkpoints (a job's run)."""
+    exported to ``export_to`` (default ``output/model``), and a fit interrupted there resumes from its
+    checkpoints (a job's run)."""
     import ray.data
 
     from contrastext import storage
@@ -67,11 +68,13 @@ def fit_rows(rows: list[dict[str, Any]], config: TrainConfig, work_dir: Path, na
         raise ValueError("nothing to train on")
     init_ray()
     if output is None:
+        if work_dir is None:
+            raise ValueError("fit_rows needs a work_dir or an output folder")
         run = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=work_dir))
         where, export = OutputConfig(storage_path=str(run), name="fit"), str(run / "model")
     else:
         where = OutputConfig(storage_path=storage.parent(output), name=storage.name(output))
-        export = storage.join(output, "model")
+        export = export_to or storage.join(output, "model")
     result = fit(ray.data.from_items(rows), config, where, rows=len(rows), export_model_to=export)
     if result.model_path is None:
         raise RuntimeError(f"{name}: training finished without a model to export")

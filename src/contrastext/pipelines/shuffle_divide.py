@@ -42,7 +42,7 @@ from contrastext.data.documents import (
 from contrastext.data.paths import DATA_ENV, resolve_data_path
 from contrastext.data.sources import LabelledTexts, TextSource, dataset_file, load_texts
 from contrastext.manifest import write_json_atomic, write_manifest
-from contrastext.methods.shuffle_divide import default_shuffle_divide_train, epoch_train_config
+from contrastext.methods.shuffle_divide import default_shuffle_divide_train
 from contrastext.metrics.clustering import clustering_scores, silhouette
 from contrastext.report import format_table
 from contrastext.stages import Stage, say
@@ -209,23 +209,19 @@ def _training_groups(epoch: int, previous_model: str, train_docs: LabelledTexts,
     return storage.read_npy(path)
 
 
-def _train_epoch(epoch: int, previous_model: str, pairs: list[dict[str, str]], run_dir: str,
+def _train_epoch(epoch: int, previous_model: str, pairs: list[dict[str, Any]], run_dir: str,
                  config: ShuffleDivideConfig) -> dict[str, Any]:
-    import ray.data
+    """The epoch's fit, through ``ShuffleDivide.train_epoch``: checkpoints under ``train/``, the model in the
+    epoch's folder."""
+    from contrastext.methods.shuffle_divide import ShuffleDivide
 
-    from contrastext.train import fit
-
-    train = epoch_train_config(config.train, previous_model, epoch)
     grouped = config.negatives == "other_clusters"
-    columns = ("anchor", "positive", "group") if grouped else ("anchor", "positive")
-    if grouped:
-        train.group_column = "group"
-    dataset = ray.data.from_items([{c: p[c] for c in columns} for p in pairs])
-    output = OutputConfig(storage_path=storage.join(run_dir, "train"), name=f"epoch_{epoch:03d}")
-    result = fit(dataset, train, output, rows=len(pairs),
-                 export_model_to=storage.join(_epoch_dir(run_dir, epoch), "model"))
-    if result.model_path is None:
-        raise RuntimeError(f"epoch {epoch}: training finished without a checkpoint to export")
+    train = config.train.model_copy(update={"group_column": "group"}) if grouped else config.train
+    method = ShuffleDivide(previous_model, train=train, shuffle_unit=config.shuffle_unit, min_units=config.min_units,
+                           seed=config.train.seed)
+    result = method.train_epoch(pairs, previous_model, epoch,
+                                output=storage.join(run_dir, "train", f"epoch_{epoch:03d}"),
+                                export_to=storage.join(_epoch_dir(run_dir, epoch), "model"))
     row = {"loss": result.mean_loss, "steps": result.steps, "pairs": len(pairs), "rows_skipped": result.rows_skipped,
            "train_s": result.seconds}
     if grouped:
