@@ -330,160 +330,192 @@ def _pairs_files(location: str) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------- the job
+@dataclass
+class _Run:
+    """What the stages of one run share: the settings, the run's folder, the label set, the pool's pages and
+    the evaluation set (None when absent)."""
+
+    config: WCSBertConfig
+    folder: str
+    label_set: Any
+    pages: str
+    eval_set: EvalSet | None
+    timings: dict[str, float]
+
+    def path(self, *parts: str) -> str:
+        return storage.join(self.folder, *parts)
+
+
 def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     """Run every stage (skipping finished ones) and return the summary (also in ``metrics.json``)."""
-    from contrastext.train import fit
-
     started = time.perf_counter()
-    timings: dict[str, float] = {}
-    run = config.output.run_dir()
-    storage.check_writable(run)
+    folder = config.output.run_dir()
+    storage.check_writable(folder)
     root = data_root(config.data_dir)
     init_ray(config.ray)
-    labels = config.labels
-    label_set = _scheme(config).label_set(labels.names)
-    pages, pool_texts = _pool_pages(config, run, root)  # a bad pool fails here, before any training
+    label_set = _scheme(config).label_set(config.labels.names)
+    pages, pool_texts = _pool_pages(config, folder, root)  # a bad pool fails here, before any training
     if pool_texts >= 0:
         _say(f"pool: {pool_texts} texts (labels never read)")
     eval_set, eval_missing = load_eval_set(config, root)
-    evaluations: list[dict[str, Any]] = []
-    if eval_set is None:
-        _say(f"evaluation skipped: {eval_missing}")
-    else:
-        _say(f"evaluation set: {eval_set.source}")
+    _say(f"evaluation skipped: {eval_missing}" if eval_set is None else f"evaluation set: {eval_set.source}")
+    run = _Run(config, folder, label_set, pages, eval_set, timings={})
 
-    # -- untrained model
+    evaluations = _untrained_evaluations(run)
+    corpus, pretrain, model_0 = _corpus_and_pretraining(run, evaluations)
     t = time.perf_counter()
-    if eval_set is not None and config.evaluation.baselines:
-        stored = _stored_evaluation(storage.join(run, "eval_untrained.json"), eval_set)
-        key = {"model": config.encoder.model, "labels": labels.model_dump(mode="json")}
-        if stored is None or stored.get("key") != key:
-            base = config.encoder.load()
-            embeddings = eval_set.evaluator.embed(base)
-            results = []
-            for scheme in baseline_schemes(config):
-                result = eval_set.evaluator.score(base, embeddings, scheme)
-                results.append({"stage": "untrained", "scheme": scheme.name, "accuracy": result.accuracy,
-                                "macro_f1": result.macro_f1})
-            del base
-            stored = {"source": eval_set.source, "key": key, "results": results}
-            write_json_atomic(storage.join(run, "eval_untrained.json"), stored)
-        for result in stored["results"]:
-            evaluations.append(result)
-            _say(f"untrained, {result['scheme']}: accuracy {result['accuracy']:.4f}")
-    timings["baselines"] = time.perf_counter() - t
-
-    # -- 1. corpus and pretraining
-    needs_corpus = config.pretrain.enabled or config.pool.source == "wikipedia"
-    corpus = pretrain = None
-    if needs_corpus:
-        t = time.perf_counter()
-        corpus = _stage_corpus(config, run)
-        timings["corpus"] = time.perf_counter() - t
-    model_0 = config.encoder.model
-    if config.pretrain.enabled:
-        t = time.perf_counter()
-        pretrain = _stage_pretrain(config, run)
-        pretrain["used"] = _pretrained_model_is_used(config.pretrain, pretrain)
-        if pretrain["used"]:
-            model_0 = pretrain["model"]
-        else:
-            _say(f"pretrain: dev MAP@3 {pretrain['dev_after'].get('map@3', float('nan')):.3f} does not beat the "
-                 f"untrained {pretrain['dev_before'].get('map@3', float('nan')):.3f}; self-training starts from "
-                 f"{config.encoder.model} (pretrain.use=if_dev_improves)")
-        timings["pretrain"] = time.perf_counter() - t
-        if eval_set is not None and pretrain["used"]:
-            stored = _stored_evaluation(storage.join(run, "eval_pretrained.json"), eval_set)
-            if stored is None:
-                result = _evaluate(eval_set, config.encoder.load(model_0), run, "pretrained")
-                stored = _result_json(result, labels.names, eval_set.source)
-            evaluations.append({"stage": "pretrained", "scheme": _scheme(config).name,
-                                "accuracy": stored["accuracy"], "macro_f1": stored["macro_f1"]})
-            _say(f"after pretraining: accuracy {stored['accuracy']:.4f}")
-
-    # -- 2. the pool, encoded by M_0
-    t = time.perf_counter()
-    encoded = _encode_pool(config, pages, model_0, storage.join(run, "round_0", "embeddings"))
-    timings["encode"] = time.perf_counter() - t
+    encoded = _encode_pool(config, pages, model_0, run.path("round_0", "embeddings"))
+    run.timings["encode"] = time.perf_counter() - t
     _say(f"pool: {encoded['rows']} items encoded with {model_0}")
-
-    # -- 3. self-training rounds
-    rounds: list[dict[str, Any]] = []
-    model, embeddings_dir = model_0, storage.join(run, "round_0", "embeddings")
-    previous_labels: np.ndarray | None = None
-    guard = _guard_reference(config, model_0, embeddings_dir, label_set) if config.rounds.guard and config.rounds.rounds else None
-    guard_0 = guard.score(model_0, embeddings_dir) if guard else None
-    if guard_0 is not None:
-        _say(f"guard: round-0 model {guard_text(guard_0)}")
-    stop = round_stop(config, guard_0.value if guard_0 is not None else None)
-    t_rounds = time.perf_counter()
-    for r in range(1, config.rounds.rounds + 1):
-        round_stage = Stage(JOB, f"round {r}", storage.join(run, f"round_{r}"), round_settings(config, model))
-        stage = round_stage.folder
-        done = round_stage.finished()
-        if done is None:
-            record = _self_training_round(config, r, stage, model, model_0, embeddings_dir, pages, label_set,
-                                          previous_labels, eval_set, fit)
-            if guard is not None:
-                record |= guard_fields(guard.score(record["model"], record["embeddings"]))
-            round_stage.mark_done(record)
-        else:
-            record = done["result"]
-            if eval_set is not None and _stored_evaluation(storage.join(stage, "eval_round.json"), eval_set) is None:
-                evaluated = _evaluate(eval_set, config.encoder.load(record["model"]), stage, "round")
-                record |= {"eval_accuracy": evaluated.accuracy, "eval_macro_f1": evaluated.macro_f1}
-            if guard is not None and record.get("guard_anchored") is None:
-                record |= guard_fields(guard.score(record["model"], record["embeddings"]))
-        rounds.append(record)
-        print(round_table(record, labels.names), flush=True)
-        model = record["model"]
-        embeddings_dir = record["embeddings"]
-        previous_labels = storage.read_npy(storage.join(stage, "pseudo_labels.npy"))
-        if stop.after(record):
-            break
-    timings["rounds"] = time.perf_counter() - t_rounds
-    best_round, stop_reason = stop.best_round, stop.reason
+    rounds, stop, guard_0 = _self_training(run, model_0)
+    best_round = stop.best_round
     final_model = rounds[best_round - 1]["model"] if best_round else model_0
-
-    # -- 4. final evaluation and report
-    final: dict[str, Any] | None = None
-    if eval_set is not None:
-        t = time.perf_counter()
-        encoder = config.encoder.load(final_model)
-        eval_embeddings = eval_set.evaluator.embed(encoder)
-        result = eval_set.evaluator.score(encoder, eval_embeddings)
-        final = _result_json(result, labels.names, eval_set.source)
-        final_embeddings = (storage.join(run, "round_0", "embeddings") if not best_round else
-                            rounds[best_round - 1]["embeddings"] if config.rounds.reencode else None)
-        if config.evaluation.prototypes and final_embeddings is not None:
-            prototypes = _prototypes(config, encoder, final_embeddings, label_set, run)
-            by_prototype = eval_set.evaluator.result(classify_by_prototypes(eval_embeddings, prototypes))
-            final["prototypes"] = _result_json(by_prototype, labels.names, eval_set.source)
-            _say(f"final model with pool prototypes: accuracy {by_prototype.accuracy:.4f}")
-        write_json_atomic(storage.join(run, "eval_final.json"), final)
-        if config.evaluation.label_mapping and rounds and config.pool.source == "wikipedia":
-            final["label_mapping_accuracy"] = _label_mapping_accuracy(eval_set, encoder, run, best_round)
-        timings["final_evaluation"] = time.perf_counter() - t
-    timings["total"] = time.perf_counter() - started
+    final = _final_evaluation(run, final_model, rounds, best_round) if eval_set is not None else None
+    run.timings["total"] = time.perf_counter() - started
+    labels = config.labels
     summary = {
         "evaluation_set": eval_set.source if eval_set else None, "evaluation_skipped": eval_missing or None,
         "labels": labels.names, "template": labels.pair_template, "templates": list(labels.prompts),
         "pool": config.pool.source,
         "corpus": corpus, "pretrain": pretrain, "pool_rows": encoded["rows"], "evaluations": evaluations,
-        "rounds": rounds, "stop_reason": stop_reason, "chosen_round": best_round, "final_model": final_model,
+        "rounds": rounds, "stop_reason": stop.reason, "chosen_round": best_round, "final_model": final_model,
         "guard_round_0": guard_0.value if guard_0 is not None else None,
         "guard_round_0_parts": guard_fields(guard_0) if guard_0 is not None else None,
-        "final": final, "timings_s": timings,
+        "final": final, "timings_s": run.timings,
     }
-    write_json_atomic(storage.join(run, "metrics.json"), summary)
-    write_manifest(run, job="wcsbert_selftrain", config=config, timings=timings,
+    write_json_atomic(run.path("metrics.json"), summary)
+    write_manifest(folder, job="wcsbert_selftrain", config=config, timings=run.timings,
                    counts={"pool_rows": encoded["rows"], "rounds": len(rounds),
                            "pairs": [r["pairs"] for r in rounds]})
     from contrastext.selftrain.report import write_report
 
-    write_report(run, summary, plots=config.plots)
+    write_report(folder, summary, plots=config.plots)
     print(summary_table(summary), flush=True)
     return summary
+
+
+def _untrained_evaluations(run: _Run) -> list[dict[str, Any]]:
+    """The untrained model under each baseline label scheme (stored, reused while model and labels match)."""
+    config, eval_set = run.config, run.eval_set
+    if eval_set is None or not config.evaluation.baselines:
+        return []
+    t = time.perf_counter()
+    stored = _stored_evaluation(run.path("eval_untrained.json"), eval_set)
+    key = {"model": config.encoder.model, "labels": config.labels.model_dump(mode="json")}
+    if stored is None or stored.get("key") != key:
+        base = config.encoder.load()
+        embeddings = eval_set.evaluator.embed(base)
+        results = []
+        for scheme in baseline_schemes(config):
+            result = eval_set.evaluator.score(base, embeddings, scheme)
+            results.append({"stage": "untrained", "scheme": scheme.name, "accuracy": result.accuracy,
+                            "macro_f1": result.macro_f1})
+        stored = {"source": eval_set.source, "key": key, "results": results}
+        write_json_atomic(run.path("eval_untrained.json"), stored)
+    for result in stored["results"]:
+        _say(f"untrained, {result['scheme']}: accuracy {result['accuracy']:.4f}")
+    run.timings["baselines"] = time.perf_counter() - t
+    return list(stored["results"])
+
+
+def _corpus_and_pretraining(run: _Run, evaluations: list[dict[str, Any]]) -> tuple[Any, Any, str]:
+    """Stage 1: the corpus (when pretraining or a Wikipedia pool needs it) and MNR pretraining on category
+    pairs; returns the corpus and pretraining summaries and M_0, the model self-training starts from."""
+    config = run.config
+    corpus = pretrain = None
+    if config.pretrain.enabled or config.pool.source == "wikipedia":
+        t = time.perf_counter()
+        corpus = _stage_corpus(config, run.folder)
+        run.timings["corpus"] = time.perf_counter() - t
+    model_0 = config.encoder.model
+    if not config.pretrain.enabled:
+        return corpus, pretrain, model_0
+    t = time.perf_counter()
+    pretrain = _stage_pretrain(config, run.folder)
+    pretrain["used"] = _pretrained_model_is_used(config.pretrain, pretrain)
+    if pretrain["used"]:
+        model_0 = pretrain["model"]
+    else:
+        _say(f"pretrain: dev MAP@3 {pretrain['dev_after'].get('map@3', float('nan')):.3f} does not beat the "
+             f"untrained {pretrain['dev_before'].get('map@3', float('nan')):.3f}; self-training starts from "
+             f"{config.encoder.model} (pretrain.use=if_dev_improves)")
+    run.timings["pretrain"] = time.perf_counter() - t
+    if run.eval_set is not None and pretrain["used"]:
+        stored = _stored_evaluation(run.path("eval_pretrained.json"), run.eval_set)
+        if stored is None:
+            result = _evaluate(run.eval_set, config.encoder.load(model_0), run.folder, "pretrained")
+            stored = _result_json(result, config.labels.names, run.eval_set.source)
+        evaluations.append({"stage": "pretrained", "scheme": _scheme(config).name,
+                            "accuracy": stored["accuracy"], "macro_f1": stored["macro_f1"]})
+        _say(f"after pretraining: accuracy {stored['accuracy']:.4f}")
+    return corpus, pretrain, model_0
+
+
+def _self_training(run: _Run, model_0: str) -> tuple[list[dict[str, Any]], RoundStop, Any]:
+    """Stage 3: the rounds from M_0 until the stopping rule says so; returns their records, the rule (which
+    round to keep, why it stopped) and the guard's score of M_0 (None without the guard)."""
+    config = run.config
+    rounds: list[dict[str, Any]] = []
+    model, embeddings_dir = model_0, run.path("round_0", "embeddings")
+    previous_labels: np.ndarray | None = None
+    guard = (_guard_reference(config, model_0, embeddings_dir, run.label_set)
+             if config.rounds.guard and config.rounds.rounds else None)
+    guard_0 = guard.score(model_0, embeddings_dir) if guard else None
+    if guard_0 is not None:
+        _say(f"guard: round-0 model {guard_text(guard_0)}")
+    stop = round_stop(config, guard_0.value if guard_0 is not None else None)
+    t = time.perf_counter()
+    for r in range(1, config.rounds.rounds + 1):
+        stage = Stage(JOB, f"round {r}", run.path(f"round_{r}"), round_settings(config, model))
+        done = stage.finished()
+        if done is None:
+            record = _self_training_round(run, r, stage.folder, model, model_0, embeddings_dir, previous_labels)
+            if guard is not None:
+                record |= guard_fields(guard.score(record["model"], record["embeddings"]))
+            stage.mark_done(record)
+        else:
+            record = _finished_round(run, done["result"], stage.folder, guard)
+        rounds.append(record)
+        print(round_table(record, config.labels.names), flush=True)
+        model, embeddings_dir = record["model"], record["embeddings"]
+        previous_labels = storage.read_npy(storage.join(stage.folder, "pseudo_labels.npy"))
+        if stop.after(record):
+            break
+    run.timings["rounds"] = time.perf_counter() - t
+    return rounds, stop, guard_0
+
+
+def _finished_round(run: _Run, record: dict[str, Any], folder: str, guard) -> dict[str, Any]:
+    """A round an earlier run finished, with what that run may not have measured: its evaluation, its guard."""
+    if run.eval_set is not None and _stored_evaluation(storage.join(folder, "eval_round.json"), run.eval_set) is None:
+        evaluated = _evaluate(run.eval_set, run.config.encoder.load(record["model"]), folder, "round")
+        record |= {"eval_accuracy": evaluated.accuracy, "eval_macro_f1": evaluated.macro_f1}
+    if guard is not None and record.get("guard_anchored") is None:
+        record |= guard_fields(guard.score(record["model"], record["embeddings"]))
+    return record
+
+
+def _final_evaluation(run: _Run, final_model: str, rounds: list[dict[str, Any]], best_round: int) -> dict[str, Any]:
+    """Stage 4: the kept model on the evaluation set, also through pool prototypes and label mapping."""
+    config, eval_set = run.config, run.eval_set
+    labels = config.labels
+    t = time.perf_counter()
+    encoder = config.encoder.load(final_model)
+    eval_embeddings = eval_set.evaluator.embed(encoder)
+    result = eval_set.evaluator.score(encoder, eval_embeddings)
+    final = _result_json(result, labels.names, eval_set.source)
+    final_embeddings = (run.path("round_0", "embeddings") if not best_round else
+                        rounds[best_round - 1]["embeddings"] if config.rounds.reencode else None)
+    if config.evaluation.prototypes and final_embeddings is not None:
+        prototypes = _prototypes(config, encoder, final_embeddings, run.label_set, run.folder)
+        by_prototype = eval_set.evaluator.result(classify_by_prototypes(eval_embeddings, prototypes))
+        final["prototypes"] = _result_json(by_prototype, labels.names, eval_set.source)
+        _say(f"final model with pool prototypes: accuracy {by_prototype.accuracy:.4f}")
+    write_json_atomic(run.path("eval_final.json"), final)
+    if config.evaluation.label_mapping and rounds and config.pool.source == "wikipedia":
+        final["label_mapping_accuracy"] = _label_mapping_accuracy(eval_set, encoder, run.folder, best_round)
+    run.timings["final_evaluation"] = time.perf_counter() - t
+    return final
 
 
 def round_stop(config: WCSBertConfig, guard_0: float | None) -> RoundStop:
@@ -527,13 +559,63 @@ def _guard_reference(config: WCSBertConfig, model_0: str, embeddings_dir: str, l
     return _Guard(reference, config, label_set)
 
 
-def _self_training_round(config: WCSBertConfig, r: int, stage: str, model: str, model_0: str,
-                         embeddings_dir: str, pages: str, label_set, previous_labels, eval_set,
-                         fit) -> dict[str, Any]:
-    from contrastext.selftrain.pool import page_columns
+def _self_training_round(run: _Run, r: int, folder: str, model: str, model_0: str, embeddings_dir: str,
+                         previous_labels: np.ndarray | None) -> dict[str, Any]:
+    """Round ``r`` from ``model``: pseudo-pairs, a fit, the pool encoded again; returns the round's record."""
+    from contrastext.train import fit
+
+    config = run.config
+    t = time.perf_counter()
+    pool, calibrated, pseudo, pairs = _round_pairs(run, r, folder, model, embeddings_dir)
+    selecting = time.perf_counter() - t
 
     t = time.perf_counter()
-    labels = config.labels
+    init = model if config.rounds.init == "previous" else model_0
+    train: TrainConfig = config.rounds.train.model_copy(update={"encoder": config.encoder.model_copy(
+        update={"model": init, "max_length": config.rounds.train.encoder.max_length})})
+    new_model = storage.join(folder, "model")
+    # the workers read the pairs from storage: the driver never holds them as rows
+    result = fit(storage.parquet_dataset(_pairs_files(pairs.location), columns=["anchor", "positive"]), train,
+                 OutputConfig(storage_path=folder, name="fit"), rows=len(pairs), export_model_to=new_model)
+    training = time.perf_counter() - t
+
+    t = time.perf_counter()
+    new_embeddings = embeddings_dir
+    if config.rounds.reencode:
+        new_embeddings = storage.join(folder, "embeddings")
+        _encode_pool(config, run.pages, new_model, new_embeddings)
+    encoding = time.perf_counter() - t
+
+    names = config.labels.names
+    record: dict[str, Any] = {
+        "round": r, "pool": int(len(pool.ids)), "pseudo_labels": config.rounds.pseudo_labels,
+        "kept": int(len(pseudo.kept)),
+        "kept_per_label": dict(zip(names, pseudo.kept_per_label(len(names)).tolist())),
+        "pairs": len(pairs), "pairs_per_label": dict(zip(names, pairs.per_label.tolist())),
+        "category_conflicts": pairs.conflicts, "labels_changed": changed_share(previous_labels, pseudo.label),
+        "teacher_shares": dict(zip(names, np.round(calibrated.shares, 6).tolist())),
+        "calibration_shift": (dict(zip(names, np.round(calibrated.shift, 6).tolist()))
+                              if config.rounds.calibration.enabled else None),
+        "mean_confidence_kept": float(pseudo.confidence[pseudo.kept].mean()) if len(pseudo.kept) else None,
+        "loss": result.mean_loss, "steps": result.steps, "model": new_model,
+        "embeddings": new_embeddings,
+        "seconds": {"select": selecting, "train": training, "encode": encoding},
+    }
+    if run.eval_set is not None:
+        t = time.perf_counter()
+        evaluated = _evaluate(run.eval_set, config.encoder.load(new_model), folder, "round")
+        record["eval_accuracy"] = evaluated.accuracy
+        record["eval_macro_f1"] = evaluated.macro_f1
+        record["seconds"]["evaluate"] = time.perf_counter() - t
+    return record
+
+
+def _round_pairs(run: _Run, r: int, folder: str, model: str, embeddings_dir: str):
+    """The pool scored by ``model`` and its teacher, calibrated, selected and written as pseudo-pairs under
+    ``folder/pairs``; returns the pool's scores, the calibration, the pseudo-labels and the pairs written."""
+    from contrastext.selftrain.pool import page_columns
+
+    config, label_set, labels = run.config, run.label_set, run.config.labels
     scorer = config.encoder.load(model)
     pool = score_pool(embeddings_dir, scorer, label_set, labels.prompts)
     scores = pool.scores
@@ -543,69 +625,27 @@ def _self_training_round(config: WCSBertConfig, r: int, stage: str, model: str, 
         scores = teacher.scores(pool_embeddings(embeddings_dir, pool.ids), pool.scores,
                                 label_prompt_vectors(scorer, label_set, labels.prompts))
     calibrated = calibrate(scores, config.rounds.calibration)
-    del scores
+    del scores, scorer
     pseudo = select(calibrated.scores, config.rounds.selection, pool.alias)
-    storage.write_npy(storage.join(stage, "pseudo_labels.npy"), pseudo.label)
-    init = model if config.rounds.init == "previous" else model_0
-    train: TrainConfig = config.rounds.train.model_copy(update={"encoder": config.encoder.model_copy(
-        update={"model": init, "max_length": config.rounds.train.encoder.max_length})})
+    storage.write_npy(storage.join(folder, "pseudo_labels.npy"), pseudo.label)
+    seed = config.rounds.train.seed + r
     if config.pool.source == "wikipedia":
         # Ray Data's workers tally the categories: their number grows with the pool
-        pairs = write_category_pairs(pages, pool.ids, pseudo, label_prompts(label_set, labels.pair_template),
-                                     config.rounds.max_pairs_per_label, storage.join(stage, "pairs"),
-                                     seed=train.seed + r)
+        pairs = write_category_pairs(run.pages, pool.ids, pseudo, label_prompts(label_set, labels.pair_template),
+                                     config.rounds.max_pairs_per_label, storage.join(folder, "pairs"), seed=seed)
     else:
-        kept_ids = pool.ids[pseudo.kept]
-        texts = page_columns(pages, kept_ids, "text")
+        texts = page_columns(run.pages, pool.ids[pseudo.kept], "text")
         full_texts = [""] * len(pool.ids)
         for i, text in zip(pseudo.kept, texts):
             full_texts[i] = " ".join(text.split()[: config.pool.max_words])
         pairs = _write_pairs(text_pairs(full_texts, pseudo, label_set, labels.pair_template,
                                         config.rounds.max_pairs_per_label),
-                             storage.join(stage, "pairs"), len(label_set.labels), seed=train.seed + r)
+                             storage.join(folder, "pairs"), len(label_set.labels), seed=seed)
     if not len(pairs):
         raise ValueError(f"round {r}: no pseudo-pairs (kept {len(pseudo.kept)} items); lower "
                          "rounds.selection.threshold or raise top_fraction")
     _say(f"round {r}: {len(pseudo.kept)} of {len(pool.ids)} items kept, {len(pairs)} pairs; training")
-    del scorer
-    selecting = time.perf_counter() - t
-
-    t = time.perf_counter()
-    new_model = storage.join(stage, "model")
-    # the workers read the pairs from storage: the driver never holds them as rows
-    result = fit(storage.parquet_dataset(_pairs_files(pairs.location), columns=["anchor", "positive"]), train,
-                 OutputConfig(storage_path=stage, name="fit"), rows=len(pairs), export_model_to=new_model)
-    training = time.perf_counter() - t
-
-    t = time.perf_counter()
-    if config.rounds.reencode:
-        new_embeddings = storage.join(stage, "embeddings")
-        _encode_pool(config, pages, new_model, new_embeddings)
-    else:
-        new_embeddings = embeddings_dir
-    encoding = time.perf_counter() - t
-
-    record: dict[str, Any] = {
-        "round": r, "pool": int(len(pool.ids)), "pseudo_labels": config.rounds.pseudo_labels,
-        "kept": int(len(pseudo.kept)),
-        "kept_per_label": dict(zip(labels.names, pseudo.kept_per_label(len(labels.names)).tolist())),
-        "pairs": len(pairs), "pairs_per_label": dict(zip(labels.names, pairs.per_label.tolist())),
-        "category_conflicts": pairs.conflicts, "labels_changed": changed_share(previous_labels, pseudo.label),
-        "teacher_shares": dict(zip(labels.names, np.round(calibrated.shares, 6).tolist())),
-        "calibration_shift": (dict(zip(labels.names, np.round(calibrated.shift, 6).tolist()))
-                              if config.rounds.calibration.enabled else None),
-        "mean_confidence_kept": float(pseudo.confidence[pseudo.kept].mean()) if len(pseudo.kept) else None,
-        "loss": result.mean_loss, "steps": result.steps, "model": new_model,
-        "embeddings": new_embeddings,
-        "seconds": {"select": selecting, "train": training, "encode": encoding},
-    }
-    if eval_set is not None:
-        t = time.perf_counter()
-        evaluated = _evaluate(eval_set, config.encoder.load(new_model), stage, "round")
-        record["eval_accuracy"] = evaluated.accuracy
-        record["eval_macro_f1"] = evaluated.macro_f1
-        record["seconds"]["evaluate"] = time.perf_counter() - t
-    return record
+    return pool, calibrated, pseudo, pairs
 
 
 def _prototypes(config: WCSBertConfig, encoder, embeddings_dir: str, label_set, run: str) -> np.ndarray:
