@@ -14,12 +14,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from contrastext.models.errors import ModelNotFoundError
+
 BUNDLED_PREFIX = "bundled:"
 DEFAULT_MODEL = "bundled:minilm"
-
-
-class ModelNotFoundError(FileNotFoundError):
-    """No model was found for a spec; the message lists every place that was looked at."""
 
 
 def _bundled_minilm() -> Path | None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-from contrastext.models.resolve import ModelNotFoundError
+from contrastext.models.errors import ModelNotFoundError
 
 # Explorer and Finder leave these in folders they show; the archives carry them, the model does not need them.
 _JUNK_FILES = frozenset({"desktop.ini", "Thumbs.db", ".DS_Store"})
