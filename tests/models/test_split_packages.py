@@ -155,6 +155,18 @@ def test_a_damaged_part_is_refused_and_nothing_is_left(fake_model, site, tmp_pat
     assert list(cache.iterdir()) == []
 
 
+def test_work_left_by_a_killed_assembly_is_removed_and_a_live_one_kept(fake_model, tmp_path):
+    cache = tmp_path / "cache"
+    target = model_folder(fake_model, cache)
+    shutil.rmtree(target)
+    stale, live = cache / f".{target.name}.dead", cache / f".{target.name}.live"
+    for work in (stale, live):
+        (work / "model").mkdir(parents=True)
+    os.utime(stale, (0, 0))
+    assert model_folder(fake_model, cache) == target
+    assert not stale.exists() and live.is_dir()
+
+
 def test_publishing_keeps_the_folder_another_process_put_first(tmp_path):
     theirs, ours = tmp_path / "model", tmp_path / ".model.tmp" / "model"
     theirs.mkdir()

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -31,6 +32,8 @@ from contrastext.models.errors import ModelNotFoundError
 # Explorer and Finder leave these in folders they show; the archives carry them, the model does not need them.
 _JUNK_FILES = frozenset({"desktop.ini", "Thumbs.db", ".DS_Store"})
 _CHUNK = 1 << 20
+# A work folder this old was left by a process that died mid-assembly (a live one takes well under a minute).
+STALE_WORK_S = 6 * 3600
 
 
 class DamagedPartError(OSError):
@@ -132,6 +135,7 @@ def _models_cache(cache: Path | None) -> Path:
 def assemble(parts: list[Part], folder: str, target: Path) -> Path:
     """Join ``parts``, verifying each, and extract the archive's ``folder/`` as ``target`` atomically."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_work(target)
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         archive = work / "archive.zip"
@@ -143,6 +147,17 @@ def assemble(parts: list[Part], folder: str, target: Path) -> Path:
         return publish(staged, target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def remove_stale_work(target: Path, max_age_s: float = STALE_WORK_S) -> None:
+    """Delete work folders of ``target`` that processes killed mid-assembly left behind."""
+    now = time.time()
+    for work in target.parent.glob(f".{target.name}.*"):
+        try:
+            if work.is_dir() and now - work.stat().st_mtime > max_age_s:
+                shutil.rmtree(work, ignore_errors=True)
+        except FileNotFoundError:  # another process removed it first
+            pass
 
 
 def _append_verified(part: Part, out: BinaryIO) -> None:
