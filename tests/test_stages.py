@@ -58,6 +58,22 @@ def test_setting_differences_name_nested_paths():
     assert setting_differences([1, 2], [1, 3]) == ["."]
 
 
+def test_a_setting_added_since_the_marker_differs_only_when_it_is_not_its_default(tmp_path, capsys):
+    defaults = {"rounds": {"calibration": {"enabled": False}, "caps": {}}, "labels": {"templates": None}}
+    old = {"rounds": {"caps": {}}, "labels": {}}  # written before calibration and templates existed
+    assert setting_differences(old, {"rounds": {"calibration": {"enabled": False}, "caps": {}},
+                                     "labels": {"templates": None}}, defaults=defaults) == []
+    assert sorted(setting_differences(old, {"rounds": {"calibration": {"enabled": True}, "caps": {"x": 3}},
+                                            "labels": {"templates": ["a {label}"]}}, defaults=defaults)) == [
+        "labels.templates", "rounds.calibration", "rounds.caps.x"]
+    marker = Stage("job", "round 1", str(tmp_path), settings=old)
+    marker.mark_done()
+    same = Stage("job", "round 1", str(tmp_path), settings={**old, "labels": {"templates": None}}, defaults=defaults)
+    assert same.finished() is not None
+    other = Stage("job", "round 1", str(tmp_path), settings={**old, "labels": {"templates": ["a"]}}, defaults=defaults)
+    assert other.finished() is None and "labels.templates" in capsys.readouterr().out
+
+
 def test_the_clock_and_a_progress_line(capsys):
     stage = Stage("build_corpus", "pages")
     time.sleep(0.05)

@@ -32,24 +32,34 @@ def as_json(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def setting_differences(old: Any, new: Any, path: str = "") -> list[str]:
-    """The dotted names of the settings that differ; a key only one side has is not a difference (a setting
-    added since the old side was written, whose default is what ran then)."""
+def setting_differences(old: Any, new: Any, path: str = "", defaults: Any = None) -> list[str]:
+    """The dotted names of the settings that differ. A key only ``new`` has is a setting added since ``old``
+    was written: with ``defaults`` (the same layout, every setting at its default) it differs unless its value
+    is the default (what ran then); without, it is no difference. A key only ``old`` has was removed since."""
     if isinstance(old, dict) and isinstance(new, dict):
-        return [d for k in old.keys() & new.keys() for d in setting_differences(old[k], new[k], f"{path}.{k}")]
+        at = defaults if isinstance(defaults, dict) else None
+        found = [d for k in old.keys() & new.keys()
+                 for d in setting_differences(old[k], new[k], f"{path}.{k}", at.get(k) if at else None)]
+        if at is not None:
+            found += [f"{path}.{k}".lstrip(".") for k in sorted(new.keys() - old.keys())
+                      if k not in at or as_json(new[k]) != as_json(at[k])]
+        return found
     return [] if old == new else [path.lstrip(".") or "."]
 
 
 class Stage:
     """One stage of ``job``, named ``name``: its console lines and clock, and its done-marker in ``folder``.
 
-    The clock starts when the stage is made. ``folder`` and ``settings`` are needed only for the marker.
+    The clock starts when the stage is made. ``folder`` and ``settings`` are needed only for the marker;
+    ``defaults`` (``settings`` with every setting at its default) lets a marker written before a setting was
+    added tell whether the new setting changes what the stage makes (see :func:`setting_differences`).
     """
 
     def __init__(self, job: str, name: str, folder: str | None = None,
-                 settings: Mapping[str, Any] | None = None):
+                 settings: Mapping[str, Any] | None = None, defaults: Mapping[str, Any] | None = None):
         self.job, self.name, self.folder = job, name, folder
         self.settings: dict[str, Any] = as_json(dict(settings or {}))
+        self.defaults: dict[str, Any] | None = as_json(dict(defaults)) if defaults is not None else None
         self.started = time.perf_counter()
 
     @property
@@ -77,7 +87,7 @@ class Stage:
             record = storage.read_json(self.marker)
         except FileNotFoundError:
             return None
-        changed = setting_differences(record.get("settings") or {}, self.settings)
+        changed = setting_differences(record.get("settings") or {}, self.settings, defaults=self.defaults)
         if changed:
             self.say(f"{self.folder} was made with other settings ({', '.join(sorted(changed)[:5])}): "
                      "running the stage again")

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gzip
 import json
 
 import numpy as np
@@ -123,9 +124,30 @@ def test_text_files_and_folders_of_mixed_files(tmp_path):
     (folder / "a.md").write_text("A whole document.\n\nIts second paragraph.")
     (folder / "sub" / "b.jsonl").write_text('{"text": "row one", "id": "r1"}\n{"text": ""}\n')
     (folder / "c.bin").write_bytes(b"\x00")
+    (folder / "sub" / "c.jsonl").write_text('{"text": "row two", "id": "r1"}\n')
+    with gzip.open(folder / "d.txt.gz", "wt") as f:
+        f.write("A compressed document.")
+    (folder / ".hidden.md").write_text("an editor's copy")
     texts = load_texts(TextSource(path=str(folder)))
-    assert texts.texts == ["A whole document.\n\nIts second paragraph.", "row one"]
-    assert texts.ids == ["a.md", "r1"]
+    assert texts.texts == ["A whole document.\n\nIts second paragraph.", "A compressed document.", "row one",
+                           "row two"]
+    # a table file's ids are prefixed by its path: two files' ids never collide
+    assert texts.ids == ["a.md", "d.txt.gz", "sub/b.jsonl:r1", "sub/c.jsonl:r1"]
     assert dict(texts.skipped) == {"missing or empty text": 1, "file of unknown type": 1}
-    with pytest.raises(ValueError, match=r"column\(s\) \['label'\] not found"):
-        load_texts(TextSource(path=str(lines), label_column="label"))
+    with pytest.raises(ValueError, match="no usable texts .*'missing label': 2"):
+        load_texts(TextSource(path=str(lines), label_column="label"))  # a text file's lines have no labels
+    # the columns are checked on the table files; a whole text file has no label and is skipped for it
+    labelled = load_texts(TextSource(path=str(folder), label_column="id"))
+    assert labelled.texts == ["row one", "row two"] and labelled.skipped["missing label"] == 2
+
+
+def test_a_folder_of_parquet_files_is_one_dataset_with_its_partition_columns(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for label in ("sport", "money"):
+        (tmp_path / "docs" / f"label={label}").mkdir(parents=True)
+        pq.write_table(pa.table({"text": [f"a {label} text"]}), tmp_path / "docs" / f"label={label}" / "0.parquet")
+    (tmp_path / "docs" / "_SUCCESS").write_text("")
+    texts = load_texts(TextSource(path=str(tmp_path / "docs"), label_column="label"))
+    assert sorted(zip(texts.texts, texts.labels)) == [("a money text", "money"), ("a sport text", "sport")]

@@ -25,3 +25,15 @@ def test_a_marker_that_kept_every_round_setting_still_matches():
     old = as_json({**round_settings(config, "m0"), "rounds": config.rounds.model_dump(mode="json")})
     assert setting_differences(old, round_settings(_with_rounds(config, rounds=7), "m0")) == []
     assert setting_differences(old, round_settings(_with_rounds(config, init="base"), "m0")) == ["rounds.init"]
+
+
+def test_a_marker_written_before_calibration_and_templates_existed():
+    config = WCSBertConfig()
+    old = as_json(round_settings(config, "m0"))
+    del old["rounds"]["calibration"], old["labels"]["templates"]
+    defaults = as_json(round_settings(WCSBertConfig(), "m0"))
+    assert setting_differences(old, round_settings(config, "m0"), defaults=defaults) == []  # what ran then
+    calibrated = _with_rounds(config, calibration={"enabled": True})
+    ensemble = config.model_copy(update={"labels": config.labels.model_copy(update={"templates": ["{label}", "a {label}"]})})
+    assert setting_differences(old, round_settings(calibrated, "m0"), defaults=defaults) == ["rounds.calibration"]
+    assert setting_differences(old, round_settings(ensemble, "m0"), defaults=defaults) == ["labels.templates"]

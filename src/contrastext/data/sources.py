@@ -170,33 +170,53 @@ def _suffix(path: Path) -> str:
     return Path(path.name.lower().removesuffix(".gz")).suffix
 
 
+# what a record read from a folder or a text file carries beside its columns: its id there, and whether it
+# is a whole text file (whose only column is the text: the column check is for table records)
+_ID, _TEXT_FILE = "_contrastext_id", "_contrastext_text_file"
+
+
 def _records(path: Path, source: TextSource, skipped: Counter) -> Iterator[dict[str, Any]]:
     if source.dataset == "vital_articles":
         from contrastext.data.vital import iter_vital_records
 
         yield from iter_vital_records(path, skipped)
-    elif path.is_dir():
+    elif path.is_dir() and not _parquet_folder(path):
         yield from _folder_records(path, source, skipped)
     elif _suffix(path) in _TEXT_SUFFIXES:
         with open_text(path) as f:
             for number, line in enumerate(f, start=1):
                 if line.strip():
-                    yield {source.text_columns[0]: line.strip(), "_id": f"{path.name}:{number}"}
+                    yield {source.text_columns[0]: line.strip(), _ID: f"{path.name}:{number}", _TEXT_FILE: True}
     elif source.columns is None:
         yield from iter_records(path, skipped)
     else:
         yield from _headerless_csv(path, source.columns, skipped)
 
 
+def _visible_files(folder: Path) -> list[Path]:
+    """A folder's files in name order, without hidden ones and markers such as ``_SUCCESS``."""
+    return sorted(p for p in folder.rglob("*") if p.is_file()
+                  and not any(part.startswith((".", "_")) for part in p.relative_to(folder).parts))
+
+
+def _parquet_folder(folder: Path) -> bool:
+    """A folder of parquet files only: read as one dataset (partition folders such as ``label=x`` are columns)."""
+    files = _visible_files(folder)
+    return bool(files) and all(_suffix(p) == ".parquet" for p in files)
+
+
 def _folder_records(folder: Path, source: TextSource, skipped: Counter) -> Iterator[dict[str, Any]]:
-    """Every file of a folder in name order: a table file's records, a text file as one text."""
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        kind = _suffix(path)
+    """Every file of a folder: a table file's records (ids prefixed by the file's path, so two files' ids
+    never collide), a text file as one text."""
+    for path in _visible_files(folder):
+        relative, kind = str(path.relative_to(folder)), _suffix(path)
         if kind in _TABLE_SUFFIXES:
-            yield from _records(path, source, skipped)
+            for row, record in enumerate(_records(path, source, skipped)):
+                identifier = record.get(source.id_column) if source.id_column else None
+                yield {**record, _ID: f"{relative}:{identifier if identifier is not None else row}"}
         elif kind in _TEXT_SUFFIXES:
-            yield {source.text_columns[0]: path.read_text(encoding="utf-8", errors="replace"),
-                   "_id": str(path.relative_to(folder))}
+            with open_text(path) as f:
+                yield {source.text_columns[0]: f.read(), _ID: relative, _TEXT_FILE: True}
         else:
             skipped["file of unknown type"] += 1
 
@@ -249,10 +269,12 @@ def _read(path: Path, source: TextSource) -> LabelledTexts:
     texts: list[str] = []
     ids: list[str] = []
     labels: list[str] | None = [] if source.label_column else None
+    checked = False
     for row, record in enumerate(_records(path, source, skipped)):
         if source.max_rows and len(texts) >= source.max_rows:
             break
-        if row == 0:
+        if not checked and not record.get(_TEXT_FILE):
+            checked = True
             missing = [c for c in [*source.text_columns, source.label_column] if c and c not in record]
             if missing:
                 raise ValueError(f"{path}: column(s) {missing} not found; the records have {sorted(record)}")
@@ -288,8 +310,8 @@ def _read(path: Path, source: TextSource) -> LabelledTexts:
             text = text[: source.max_chars]
         if labels is not None:
             labels.append(label)
-        identifier = record.get(source.id_column) if source.id_column else None
-        ids.append(str(identifier) if identifier is not None else str(record.get("_id", row)))
+        identifier = record.get(_ID) or (record.get(source.id_column) if source.id_column else None)
+        ids.append(str(identifier) if identifier is not None else str(row))
         texts.append(text)
     if not texts:
         raise ValueError(f"{path}: no usable texts (skipped: {dict(skipped) or 'none'})")

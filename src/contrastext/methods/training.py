@@ -69,10 +69,12 @@ def fit_rows(rows: list[dict[str, Any]], config: TrainConfig, work_dir: Path | N
     init_ray()
     if output is None:
         if work_dir is None:
-            raise ValueError("fit_rows needs a work_dir or an output folder")
+            raise ValueError("training needs a folder: give work_dir or output")
         run = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=work_dir))
         where, export = OutputConfig(storage_path=str(run), name="fit"), str(run / "model")
     else:
+        if not storage.is_uri(output):
+            output = str(Path(output).expanduser().resolve())  # "name" alone: a folder of the working directory
         where = OutputConfig(storage_path=storage.parent(output), name=storage.name(output))
         export = export_to or storage.join(output, "model")
     result = fit(ray.data.from_items(rows), config, where, rows=len(rows), export_model_to=export)

@@ -197,11 +197,13 @@ def stratified_subset(rows: list[tuple[str, str]], per_class: int | None, caps: 
 
 def _read(source: TextSource, root: str | None, seed: int) -> tuple[list[tuple[str, str]], Counter, dict[str, str]]:
     """(text, label) rows of a source, the reasons rows were left out, and the file's checksum."""
-    location = str(resolve_data_path(source.path, root, what="labelled text file",
-                                             setting="data.root")) if source.path else None
-    texts = load_texts(source, root, seed=seed)
-    files = {location: storage.file_signature(location)} if location else {}
-    return list(zip(texts.texts, texts.labels)), texts.skipped, files
+    if source.path is None:
+        texts = load_texts(source, root, seed=seed)
+        return list(zip(texts.texts, texts.labels)), texts.skipped, {}
+    location = str(resolve_data_path(source.path, root, what="labelled text file", setting="data.root"))
+    texts = load_texts(source.model_copy(update={"path": location}), seed=seed)
+    files = [location] if storage.is_file(location) else storage.list_files(location, recursive=True)
+    return list(zip(texts.texts, texts.labels)), texts.skipped, {f: storage.file_signature(f) for f in files}
 
 
 def load_labelled_data(config: LabelledTextData) -> LabelledData:
@@ -322,7 +324,7 @@ def run_supcon_classify(config: SupconClassifyConfig) -> dict[str, Any]:
         made_with = {"data": config.data.model_dump(mode="json"), "train": train_config.model_dump(mode="json")}
         if storage.exists(done_file) and storage.exists(model_dir):
             saved = json.loads(storage.read_bytes(done_file))
-            changed = setting_differences(saved.get("made_with") or {}, as_json(made_with))
+            changed = _changed_settings(saved.get("made_with") or {}, made_with)
             if changed:
                 raise ValueError(f"{variant_dir} holds results of variant {variant.name!r} made with other settings "
                                  f"({', '.join(changed)}); choose another output.name (or remove that folder) to "
@@ -363,6 +365,17 @@ def run_supcon_classify(config: SupconClassifyConfig) -> dict[str, Any]:
                            "rows_skipped": {k: sum(v.values()) for k, v in data.skipped.items()}})
     print(summary_table(comparison))
     return comparison
+
+
+def _changed_settings(saved: dict[str, Any], made_with: dict[str, Any]) -> list[str]:
+    """What differs between a finished variant's settings and this run's: the data block read as this version
+    reads it (earlier keys mapped onto the text sources) and compared whole (its caps and label maps are data,
+    not settings that may be missing), the train block setting by setting."""
+    changed = []
+    if "data" in saved:
+        data = as_json(LabelledTextData.model_validate(saved["data"]).model_dump(mode="json"))
+        changed = [f"data.{key}" for key in sorted(made_with["data"]) if as_json(made_with["data"][key]) != data.get(key)]
+    return changed + setting_differences(saved.get("train") or {}, as_json(made_with["train"]), "train")
 
 
 def _counts(labels: np.ndarray, names: list[str]) -> dict[str, int]:

@@ -466,7 +466,8 @@ def _self_training(run: _Run, model_0: str) -> tuple[list[dict[str, Any]], Round
     stop = round_stop(config, guard_0.value if guard_0 is not None else None)
     t = time.perf_counter()
     for r in range(1, config.rounds.rounds + 1):
-        stage = Stage(JOB, f"round {r}", run.path(f"round_{r}"), round_settings(config, model))
+        stage = Stage(JOB, f"round {r}", run.path(f"round_{r}"), round_settings(config, model),
+                      defaults=round_settings(WCSBertConfig(), model))
         done = stage.finished()
         if done is None:
             record = _self_training_round(run, r, stage.folder, model, model_0, embeddings_dir, previous_labels)
