@@ -157,6 +157,15 @@ def dataset_file(source: TextSource, data_dir: str | os.PathLike[str] | None = N
     return find_vital_articles()
 
 
+def locate(source: TextSource, data_dir: str | os.PathLike[str] | None = None, *, what: str = "text source",
+           setting: str = "data_dir"):
+    """Where a source's texts are: its path under the data folder (see ``resolve_data_path``), or its known
+    dataset's file; a clear FileNotFoundError naming ``setting`` when nothing is there."""
+    if source.path is None:
+        return dataset_file(source, data_dir)
+    return resolve_data_path(source.path, data_dir, what=what, setting=setting)
+
+
 def describe(source: TextSource) -> str:
     """How a text source is named in reports: its path, or its dataset's name."""
     return source.path or str(source.dataset)

@@ -39,8 +39,8 @@ from contrastext.data.documents import (
     tfidf_neighbours,
     tfidf_pairs,
 )
-from contrastext.data.paths import DATA_ENV, resolve_data_path
-from contrastext.data.sources import LabelledTexts, TextSource, dataset_file, load_texts
+from contrastext.data.paths import DATA_ENV
+from contrastext.data.sources import LabelledTexts, TextSource, load_texts, locate
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.methods.shuffle_divide import default_shuffle_divide_train
 from contrastext.metrics.clustering import clustering_scores, silhouette
@@ -118,10 +118,7 @@ class ShuffleDivideConfig(Settings):
 # ---------------------------------------------------------------- inputs
 
 def load_source(source: TextSource, data_dir: str | None, seed: int) -> tuple[LabelledTexts, Path | str]:
-    if source.path is None:  # a known dataset, found or fetched
-        path = dataset_file(source, data_dir)
-    else:
-        path = resolve_data_path(source.path, data_dir, what="document file")
+    path = locate(source, data_dir, what="document file")
     return load_texts(source.model_copy(update={"path": str(path)}), seed=seed), path
 
 

@@ -24,8 +24,8 @@ from pydantic import Field, field_validator, model_validator
 
 from contrastext import storage
 from contrastext.config import OutputConfig, RayConfig, Settings, TrainConfig
-from contrastext.data.paths import DATA_ENV, resolve_data_path
-from contrastext.data.sources import TextSource, describe, load_texts
+from contrastext.data.paths import DATA_ENV
+from contrastext.data.sources import TextSource, describe, load_texts, locate
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.methods.classify_settings import ClassifyLoss, default_classify_train
 from contrastext.report import format_table
@@ -197,10 +197,7 @@ def stratified_subset(rows: list[tuple[str, str]], per_class: int | None, caps: 
 
 def _read(source: TextSource, root: str | None, seed: int) -> tuple[list[tuple[str, str]], Counter, dict[str, str]]:
     """(text, label) rows of a source, the reasons rows were left out, and the file's checksum."""
-    if source.path is None:
-        texts = load_texts(source, root, seed=seed)
-        return list(zip(texts.texts, texts.labels)), texts.skipped, {}
-    location = str(resolve_data_path(source.path, root, what="labelled text file", setting="data.root"))
+    location = str(locate(source, root, what="labelled text file", setting="data.root"))
     texts = load_texts(source.model_copy(update={"path": location}), seed=seed)
     files = [location] if storage.is_file(location) else storage.list_files(location, recursive=True)
     return list(zip(texts.texts, texts.labels)), texts.skipped, {f: storage.file_signature(f) for f in files}
