@@ -59,6 +59,8 @@ def test_each_facade_imports_without_torch(name):
 def test_the_package_names_are_the_classes_of_their_homes():
     import contrastext
     from contrastext.clustering import SphericalKMeans
+    from contrastext.data.pair_builders import ShuffleDividePairs, TfidfNeighbourPairs
+    from contrastext.methods.negatives import BatchNegatives, OtherClusterNegatives
     from contrastext.methods.shuffle_divide import ShuffleDivide
     from contrastext.methods.supcon import SupConClassifier
     from contrastext.methods.wcsbert import WCSBert
@@ -67,7 +69,9 @@ def test_the_package_names_are_the_classes_of_their_homes():
 
     homes = {"WCSBert": WCSBert, "ShuffleDivide": ShuffleDivide, "SupConClassifier": SupConClassifier,
              "PhraseTopicModel": PhraseTopicModel, "PromptTeacher": PromptTeacher,
-             "PrototypeTeacher": PrototypeTeacher, "SphericalKMeans": SphericalKMeans}
+             "PrototypeTeacher": PrototypeTeacher, "SphericalKMeans": SphericalKMeans,
+             "ShuffleDividePairs": ShuffleDividePairs, "TfidfNeighbourPairs": TfidfNeighbourPairs,
+             "BatchNegatives": BatchNegatives, "OtherClusterNegatives": OtherClusterNegatives}
     assert sorted(contrastext.__all__) == sorted(homes)
     assert all(getattr(contrastext, name) is cls for name, cls in homes.items())
     with pytest.raises(AttributeError, match="no attribute 'Nothing'"):

@@ -10,8 +10,9 @@ from contrastext.lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
-__all__ = ["PhraseTopicModel", "PromptTeacher", "PrototypeTeacher", "ShuffleDivide", "SphericalKMeans",
-           "SupConClassifier", "WCSBert"]
+__all__ = ["BatchNegatives", "OtherClusterNegatives", "PhraseTopicModel", "PromptTeacher", "PrototypeTeacher",
+           "ShuffleDivide", "ShuffleDividePairs", "SphericalKMeans", "SupConClassifier", "TfidfNeighbourPairs",
+           "WCSBert"]
 
 # looked up in contrastext.methods on first use: every module imports from this package, so it imports none
 __getattr__, __dir__ = lazy_attributes(__name__, dict.fromkeys(__all__, "contrastext.methods"), globals(), __all__)

@@ -13,6 +13,7 @@ from contrastext.data.paths import resolve_data_path
 from contrastext.pipelines.shuffle_divide import (
     ShuffleDivideConfig,
     _training_groups,
+    method_of,
     load_source,
     run_shuffle_divide,
 )
@@ -136,7 +137,7 @@ def test_cluster_aware_negatives_come_from_the_previous_epochs_clusters(ray_sess
     same = config.model_copy(update={"train_documents": None})
     docs, _ = load_source(same.documents, same.data_dir, same.train.seed)
     expected = np.load(run_dir / "epochs" / "epoch_001" / "assignments.npy")
-    assert _training_groups(2, "unused", docs, 3, run_dir, same).tolist() == expected.tolist()
+    assert _training_groups(2, "unused", docs, method_of(same, 3), run_dir, same).tolist() == expected.tolist()
 
 
 def test_config_errors_name_the_setting(tmp_path, tiny_encoder_dir):

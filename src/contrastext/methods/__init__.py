@@ -20,13 +20,20 @@ HOMES = {
     "PromptTeacher": "contrastext.selftrain.teachers",
     "PrototypeTeacher": "contrastext.selftrain.teachers",
     "SphericalKMeans": "contrastext.clustering",
+    "ShuffleDividePairs": "contrastext.data.pair_builders",
+    "TfidfNeighbourPairs": "contrastext.data.pair_builders",
+    "BatchNegatives": "contrastext.methods.negatives",
+    "OtherClusterNegatives": "contrastext.methods.negatives",
 }
 
-__all__ = ["PhraseTopicModel", "PromptTeacher", "PrototypeTeacher", "ShuffleDivide", "SphericalKMeans",
-           "SupConClassifier", "WCSBert"]
+__all__ = ["BatchNegatives", "OtherClusterNegatives", "PhraseTopicModel", "PromptTeacher", "PrototypeTeacher",
+           "ShuffleDivide", "ShuffleDividePairs", "SphericalKMeans", "SupConClassifier", "TfidfNeighbourPairs",
+           "WCSBert"]
 
 if TYPE_CHECKING:
     from contrastext.clustering import SphericalKMeans
+    from contrastext.data.pair_builders import ShuffleDividePairs, TfidfNeighbourPairs
+    from contrastext.methods.negatives import BatchNegatives, OtherClusterNegatives
     from contrastext.methods.shuffle_divide import ShuffleDivide
     from contrastext.methods.supcon import SupConClassifier
     from contrastext.methods.wcsbert import WCSBert

@@ -4,10 +4,14 @@
     clusters = model.fit_predict(documents)
 
 Every epoch is the job's epoch (``contrastext.pipelines.shuffle_divide``) on documents held in memory:
-each document's sentences (or words) are shuffled and cut in half, the halves are a positive pair for
-NT-Xent (the other documents of the batch its negatives), and one epoch of ``contrastext.train.fit``
-trains from the previous epoch's model. The clusterer is pluggable: any object with
-``fit_predict(embeddings) -> cluster ids`` (default: spherical k-means, ``contrastext.clustering``).
+the pair builder gives the epoch's positive pairs (default: each document's sentences shuffled and cut in
+half), the negatives rule says which other documents of a batch NT-Xent pushes away, and one epoch of
+``contrastext.train.fit`` trains from the previous epoch's model. Three parts are pluggable:
+
+- ``pairs``: any object with ``prepare(texts)`` and ``pairs(epoch, groups=)``
+  (``contrastext.data.pair_builders``: ``ShuffleDividePairs``, ``TfidfNeighbourPairs``);
+- ``negatives``: ``BatchNegatives`` or ``OtherClusterNegatives`` (``contrastext.methods.negatives``);
+- ``clusterer``: any object with ``fit_predict(embeddings) -> cluster ids`` (default: spherical k-means).
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ import numpy as np
 
 from contrastext.clustering import Clusterer, SphericalKMeans
 from contrastext.config import EncoderConfig, LossConfig, OptimizerConfig, ScalingSettings, TrainConfig
-from contrastext.data.documents import ShuffleUnit, shuffle_divide_pairs, split_units
+from contrastext.data.documents import ShuffleUnit
+from contrastext.data.pair_builders import PairBuilder, ShuffleDividePairs
 from contrastext.methods.training import (
     checked_texts,
     encoder_spec,
@@ -30,6 +35,7 @@ from contrastext.methods.training import (
     load_text_encoder,
     work_folder,
 )
+from contrastext.methods.negatives import BatchNegatives, Negatives
 from contrastext.models.resolve import DEFAULT_MODEL
 
 
@@ -58,13 +64,17 @@ class ShuffleDivide:
     """``fit(documents)`` trains the encoder; ``transform`` embeds; ``fit_predict`` also clusters.
 
     ``clusterer``: default ``SphericalKMeans(n_clusters)``; any object with ``fit_predict`` instead (then
-    ``n_clusters`` is its business). ``epochs``: training epochs, each with freshly shuffled halves.
+    ``n_clusters`` is its business). ``epochs``: training epochs, each with fresh pairs.
+    ``pairs``: the pair builder; default ``ShuffleDividePairs(shuffle_unit, min_units=min_units, seed=seed)``.
+    ``negatives``: default ``BatchNegatives()``; ``OtherClusterNegatives()`` clusters the documents with
+    the previous epoch's model (by ``clusterer`` unless it has its own) before each epoch.
     ``work_dir``: where the epochs' checkpoints and models are kept (``history_[i]["model"]``); without one
     they go to a temporary folder removed at the end of ``fit``.
     """
 
     def __init__(self, encoder: Any = DEFAULT_MODEL, *, n_clusters: int = 8, clusterer: Clusterer | None = None,
                  epochs: int = 1, shuffle_unit: ShuffleUnit = "sentence", min_units: int = 4,
+                 pairs: PairBuilder | None = None, negatives: Negatives | None = None,
                  train: TrainConfig | None = None, max_length: int = 256, batch_size: int = 32, seed: int = 0,
                  work_dir: str | os.PathLike[str] | None = None):
         if epochs < 0:
@@ -75,28 +85,31 @@ class ShuffleDivide:
         self.epochs = epochs
         self.shuffle_unit: ShuffleUnit = shuffle_unit
         self.min_units = min_units
+        self.pairs = pairs if pairs is not None else ShuffleDividePairs(shuffle_unit, min_units=min_units, seed=seed)
+        self.negatives: Negatives = negatives if negatives is not None else BatchNegatives()
         self.train = train or default_shuffle_divide_train()
         if self.train.loss.name not in ("ntxent", "mnr"):
             raise ValueError("train.loss.name must be a pair loss (ntxent or mnr): the pairs have no labels")
+        if self.negatives.group_column and self.train.loss.name != "ntxent":
+            raise ValueError("these negatives mask NT-Xent's in-batch negatives: set train.loss.name to ntxent")
         self.max_length = max_length
         self.batch_size = batch_size
         self.seed = seed
         self.work_dir = work_dir
         self.encoder_ = None
+        self.pair_stats_: dict[str, Any] = {}
         self.history_: list[dict[str, Any]] = []
 
     def fit(self, documents: Sequence[str]) -> "ShuffleDivide":
         documents = checked_texts(documents, "documents")
         encoder = load_text_encoder(self.encoder, self.max_length)
-        units = split_units(documents, self.shuffle_unit) if self.epochs else []
+        self.pair_stats_ = self.pairs.prepare(documents) if self.epochs else {}
         self.history_ = []
         with work_folder(self.work_dir, "shuffle-divide") as folder:
             model = encoder_spec(self.encoder, folder / "start")
             for epoch in range(1, self.epochs + 1):
-                pairs = shuffle_divide_pairs(units, epoch=epoch, seed=self.seed, min_units=self.min_units)
-                if not pairs:
-                    raise ValueError(f"no document has {self.min_units} {self.shuffle_unit}s to shuffle and "
-                                     "divide; lower min_units or use shuffle_unit='word'")
+                groups = self.negatives.groups(self._embed(encoder, documents), self.clusterer)
+                pairs = self.pairs.pairs(epoch, groups=groups)
                 result = self.train_epoch(pairs, model, epoch, folder)
                 model = result.model_path
                 self.history_.append({"epoch": epoch, "pairs": len(pairs), "steps": result.steps,
@@ -105,17 +118,24 @@ class ShuffleDivide:
         self.encoder_ = encoder
         return self
 
+    def _embed(self, encoder, documents: Sequence[str]) -> np.ndarray:
+        if not self.negatives.group_column:
+            return np.empty((len(documents), 0), dtype=np.float32)  # not looked at: no need to encode
+        return encoder.encode(list(documents), batch_size=self.batch_size)
+
     def train_epoch(self, pairs: Sequence[Mapping[str, Any]], model: str, epoch: int, work_dir: Path | None = None,
                     *, output: str | None = None, export_to: str | None = None):
-        """One epoch of training from ``model`` on ``pairs`` (``anchor``, ``positive``, and the group column
-        where ``train.group_column`` is set: pairs of one group are not each other's negatives); returns the
+        """One epoch of training from ``model`` on ``pairs`` (``anchor``, ``positive``, and ``group`` where the
+        negatives rule groups documents: pairs of one group are not each other's negatives); returns the
         fit's result, its ``model_path`` the new model. ``output`` / ``export_to``: the folder or URI to train
         in and where the model goes (the job's, so an interrupted epoch resumes); else a new folder under
         ``work_dir``."""
-        columns = ["anchor", "positive"] + ([self.train.group_column] if self.train.group_column else [])
+        train = epoch_train_config(self.train, model, epoch)
+        if self.negatives.group_column:
+            train = train.model_copy(update={"group_column": self.negatives.group_column})
+        columns = ["anchor", "positive"] + ([train.group_column] if train.group_column else [])
         rows = [{column: pair[column] for column in columns} for pair in pairs]
-        return fit_rows(rows, epoch_train_config(self.train, model, epoch), work_dir, f"epoch_{epoch:03d}",
-                        output=output, export_to=export_to)
+        return fit_rows(rows, train, work_dir, f"epoch_{epoch:03d}", output=output, export_to=export_to)
 
     def transform(self, documents: Sequence[str]) -> np.ndarray:
         if self.encoder_ is None:

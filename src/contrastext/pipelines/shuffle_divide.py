@@ -29,19 +29,14 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from contrastext import storage
-from contrastext.clustering import spherical_kmeans
+from contrastext.clustering import SphericalKMeans
 from contrastext.config import OutputConfig, RayConfig, Settings, TrainConfig
-from contrastext.data.documents import (
-    ShuffleUnit,
-    shuffle_divide_pairs,
-    split_units,
-    tfidf_matrix,
-    tfidf_neighbours,
-    tfidf_pairs,
-)
+from contrastext.data.documents import ShuffleUnit, tfidf_matrix
+from contrastext.data.pair_builders import ShuffleDividePairs, TfidfNeighbourPairs
 from contrastext.data.paths import DATA_ENV
 from contrastext.data.sources import LabelledTexts, TextSource, load_texts, locate
 from contrastext.manifest import write_json_atomic, write_manifest
+from contrastext.methods.negatives import BatchNegatives, OtherClusterNegatives
 from contrastext.methods.shuffle_divide import default_shuffle_divide_train
 from contrastext.metrics.clustering import clustering_scores, silhouette
 from contrastext.report import format_table
@@ -128,18 +123,32 @@ def _epoch_dir(run_dir: Path | str, epoch: int) -> str:
     return storage.join(run_dir, "epochs", f"epoch_{epoch:03d}")
 
 
+def method_of(config: ShuffleDivideConfig, k: int):
+    """The job's ``ShuffleDivide``: its pair builder, negatives rule and k-means from the config. The job
+    drives it an epoch at a time (each epoch's outputs kept, so a stopped run resumes)."""
+    from contrastext.methods.shuffle_divide import ShuffleDivide
+
+    seed = config.train.seed
+    pairs = (TfidfNeighbourPairs(chunk_rows=config.tfidf_chunk_rows) if config.pair_method == "tfidf"
+             else ShuffleDividePairs(config.shuffle_unit, min_units=config.min_units, seed=seed))
+    negatives = OtherClusterNegatives() if config.negatives == "other_clusters" else BatchNegatives()
+    clusterer = SphericalKMeans(k, seed=seed, niter=config.kmeans_niter, nredo=config.kmeans_nredo)
+    return ShuffleDivide(config.train.encoder.model, n_clusters=k, clusterer=clusterer, epochs=config.epochs,
+                         pairs=pairs, negatives=negatives, train=config.train, max_length=config.encode_max_length,
+                         batch_size=config.encode_batch_size, seed=seed)
+
+
 def _encode(model: str, texts: list[str], config: ShuffleDivideConfig) -> np.ndarray:
     encoder = config.train.encoder.load(model, max_length=config.encode_max_length)
     return encoder.encode(texts, batch_size=config.encode_batch_size, show_progress=True)
 
 
-def _cluster_and_score(embeddings: np.ndarray, docs: LabelledTexts, k: int,
+def _cluster_and_score(embeddings: np.ndarray, docs: LabelledTexts, method,
                        config: ShuffleDivideConfig) -> tuple[np.ndarray, dict[str, float]]:
-    result = spherical_kmeans(embeddings, k, seed=config.train.seed, niter=config.kmeans_niter,
-                              nredo=config.kmeans_nredo)
-    scores = clustering_scores(result.assignments, labels=docs.labels, embeddings=embeddings,
+    assignments = np.asarray(method.clusterer.fit_predict(embeddings))
+    scores = clustering_scores(assignments, labels=docs.labels, embeddings=embeddings,
                                sample_size=config.silhouette_sample_size, seed=config.train.seed)
-    return result.assignments, scores
+    return assignments, scores
 
 
 def _tfidf_silhouette(assignments: np.ndarray, reference, config: ShuffleDivideConfig) -> float:
@@ -151,77 +160,50 @@ def _tfidf_silhouette(assignments: np.ndarray, reference, config: ShuffleDivideC
     return silhouette(reference, assignments, sample_size=config.silhouette_sample_size, seed=config.train.seed)
 
 
-def _prepare_training(train_docs: LabelledTexts, state: dict[str, Any], config: ShuffleDivideConfig,
-                      timings: dict[str, float]) -> dict[str, Any]:
-    """What every epoch's pairs come from (sentences or TF-IDF neighbours), and Ray; returns pair stats."""
+def _prepare_training(train_docs: LabelledTexts, method, timings: dict[str, float],
+                      config: ShuffleDivideConfig) -> dict[str, Any]:
+    """The pair builder reads the training texts once (labels only measure the pairs), and Ray starts;
+    returns the pair stats."""
     from contrastext.runtime import init_ray
 
     t = time.perf_counter()
-    stats: dict[str, Any] = {"method": config.pair_method}
-    if config.pair_method == "tfidf":
-        neighbours = tfidf_neighbours(train_docs.texts, labels=train_docs.labels,
-                                      chunk_rows=config.tfidf_chunk_rows)
-        state["tfidf_neighbours"] = neighbours
-        stats.update(pairs=len(train_docs), label_agreement=neighbours.label_agreement,
-                     mean_similarity=float(neighbours.similarity.mean()))
-    else:
-        state["units"] = split_units(train_docs.texts, config.shuffle_unit)
-        counts = np.array([len(u) for u in state["units"]])
-        stats.update(unit=config.shuffle_unit, pairs=int((counts >= config.min_units).sum()),
-                     documents_too_short=int((counts < config.min_units).sum()),
-                     median_units=float(np.median(counts)))
-    if not stats["pairs"]:
-        raise ValueError(f"no training pairs: no training document has {config.min_units} "
-                         f"{config.shuffle_unit}s (set `min_units` lower or use pair_method=tfidf)")
+    stats = method.pairs.prepare(train_docs.texts, labels=train_docs.labels)
     timings["pairs"] = time.perf_counter() - t
     say(JOB, f"pairs: {stats}")
     init_ray(config.ray)
     return stats
 
 
-def _epoch_pairs(epoch: int, train_docs: LabelledTexts, state: dict[str, Any], config: ShuffleDivideConfig,
-                 groups: np.ndarray | None = None) -> list[dict[str, Any]]:
-    if config.pair_method == "tfidf":
-        return tfidf_pairs(train_docs.texts, state["tfidf_neighbours"], ids=train_docs.ids, groups=groups)
-    return shuffle_divide_pairs(state["units"], epoch=epoch, seed=config.train.seed,
-                                min_units=config.min_units, ids=train_docs.ids, groups=groups)
+def _training_groups(epoch: int, previous_model: str, train_docs: LabelledTexts, method, run_dir: Path | str,
+                     config: ShuffleDivideConfig) -> np.ndarray | None:
+    """Each training document's group under the previous epoch's model, from the method's negatives rule
+    (None: plain in-batch negatives).
 
-
-def _training_groups(epoch: int, previous_model: str, train_docs: LabelledTexts, k: int, run_dir: Path | str,
-                     config: ShuffleDivideConfig) -> np.ndarray:
-    """Each training document's cluster under the previous epoch's model, for ``negatives=other_clusters``.
-
-    When the clustered documents are the training documents this is the previous epoch's assignment;
-    otherwise the training documents are encoded with the previous model and clustered (k clusters) on
-    their own. Saved in the epoch's folder, so a resumed epoch trains on the same groups.
+    When the clustered documents are the training documents, the previous epoch's assignment is that
+    clustering already; otherwise the training documents are encoded with the previous model and grouped
+    on their own. Saved in the epoch's folder, so a resumed epoch trains on the same groups.
     """
+    if not method.negatives.group_column:
+        return None
     if config.train_documents is None:
         return storage.read_npy(storage.join(_epoch_dir(run_dir, epoch - 1), "assignments.npy"))
     path = storage.join(_epoch_dir(run_dir, epoch), "train_groups.npy")
     if not storage.is_file(path):
         embeddings = _encode(previous_model, train_docs.texts, config)
-        result = spherical_kmeans(embeddings, k, seed=config.train.seed, niter=config.kmeans_niter,
-                                  nredo=config.kmeans_nredo)
-        storage.write_npy(path, result.assignments)
+        storage.write_npy(path, method.negatives.groups(embeddings, method.clusterer))
     return storage.read_npy(path)
 
 
 def _train_epoch(epoch: int, previous_model: str, pairs: list[dict[str, Any]], run_dir: str,
-                 config: ShuffleDivideConfig) -> dict[str, Any]:
+                 method) -> dict[str, Any]:
     """The epoch's fit, through ``ShuffleDivide.train_epoch``: checkpoints under ``train/``, the model in the
     epoch's folder."""
-    from contrastext.methods.shuffle_divide import ShuffleDivide
-
-    grouped = config.negatives == "other_clusters"
-    train = config.train.model_copy(update={"group_column": "group"}) if grouped else config.train
-    method = ShuffleDivide(previous_model, train=train, shuffle_unit=config.shuffle_unit, min_units=config.min_units,
-                           seed=config.train.seed)
     result = method.train_epoch(pairs, previous_model, epoch,
                                 output=storage.join(run_dir, "train", f"epoch_{epoch:03d}"),
                                 export_to=storage.join(_epoch_dir(run_dir, epoch), "model"))
     row = {"loss": result.mean_loss, "steps": result.steps, "pairs": len(pairs), "rows_skipped": result.rows_skipped,
            "train_s": result.seconds}
-    if grouped:
+    if method.negatives.group_column:
         sizes = np.bincount([p["group"] for p in pairs if p["group"] >= 0])
         row["negative_groups"] = int((sizes > 0).sum())
     return row
@@ -254,7 +236,8 @@ def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
     say(JOB, f"{len(docs)} documents to cluster from {docs_path} (skipped: {dict(docs.skipped) or 'none'}); "
              f"{len(train_docs)} to train on; k={k}")
 
-    state: dict[str, Any] = {}
+    method = method_of(config, k)
+    prepared = False
     pairs_file = storage.join(run_dir, "pairs.json")
     pair_stats: dict[str, Any] = storage.read_json(pairs_file) if storage.is_file(pairs_file) else {}
 
@@ -287,19 +270,19 @@ def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
                 train_file = storage.join(epoch_dir, "train.json")
                 trained = storage.is_file(storage.join(epoch_dir, "model", "modules.json"))
                 if not (trained and storage.is_file(train_file)):
-                    if not state:
-                        pair_stats = _prepare_training(train_docs, state, config, timings)
+                    if not prepared:
+                        pair_stats = _prepare_training(train_docs, method, timings, config)
                         write_json_atomic(pairs_file, pair_stats)
-                    groups = (_training_groups(epoch, model, train_docs, k, run_dir, config)
-                              if config.negatives == "other_clusters" else None)
-                    pairs = _epoch_pairs(epoch, train_docs, state, config, groups)
-                    write_json_atomic(train_file, _train_epoch(epoch, model, pairs, run_dir, config))
+                        prepared = True
+                    groups = _training_groups(epoch, model, train_docs, method, run_dir, config)
+                    pairs = method.pairs.pairs(epoch, ids=train_docs.ids, groups=groups)
+                    write_json_atomic(train_file, _train_epoch(epoch, model, pairs, run_dir, method))
                 row.update(storage.read_json(train_file))
                 timings[f"train_{epoch}"] = time.perf_counter() - t
             t = time.perf_counter()
             epoch_model = storage.join(epoch_dir, "model") if epoch > 0 else model
             embeddings = _encode(epoch_model, docs.texts, config)
-            assignments, scores = _cluster_and_score(embeddings, docs, k, config)
+            assignments, scores = _cluster_and_score(embeddings, docs, method, config)
             scores["tfidf_silhouette"] = _tfidf_silhouette(assignments, reference(), config)
             row.update(scores, model=epoch_model, encode_cluster_s=time.perf_counter() - t)
             storage.write_npy(storage.join(epoch_dir, "embeddings.npy"), embeddings)
