@@ -213,12 +213,12 @@ class TextEncoder(nn.Module):
         target.mkdir(parents=True, exist_ok=True)
         self.transformer.save_pretrained(str(target), safe_serialization=True)
         self.tokenizer.save_pretrained(str(target))
-        versions = {"torch": torch.__version__, "transformers": transformers.__version__}
-        try:
-            import sentence_transformers
+        from importlib.metadata import PackageNotFoundError, version
 
-            versions["sentence_transformers"] = sentence_transformers.__version__
-        except ImportError:
+        versions = {"torch": torch.__version__, "transformers": transformers.__version__}
+        try:  # the installed version, read from its metadata: importing the package costs seconds
+            versions["sentence_transformers"] = version("sentence-transformers")
+        except PackageNotFoundError:
             versions["sentence_transformers"] = "3.0.0"
         write_layout(target, pooling=self.pooling, normalize=self.normalize, max_seq_length=self.max_length,
                      embedding_dimension=self.embedding_dimension, versions=versions)
