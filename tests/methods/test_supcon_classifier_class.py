@@ -85,3 +85,16 @@ def test_wrong_use_is_refused():
         SupConClassifier().predict(["a"])
     with pytest.raises(ValueError, match="both 0"):
         SupConClassifier(ntxent_weight=0, focal_weight=0)
+
+
+def test_zero_epochs_or_rates_are_refused_not_replaced_by_the_defaults():
+    from pydantic import ValidationError
+
+    for setting, value in (("epochs", 0), ("lr", 0.0), ("head_lr", 0.0)):
+        with pytest.raises(ValidationError, match=setting):
+            SupConClassifier(**{setting: value}).train_config(3, "m")
+    given = SupConClassifier(epochs=3, lr=1e-4, head_lr=1e-3).train_config(3, "m")
+    assert (given.epochs, given.optimizer.lr, given.classifier.head_lr) == (3, 1e-4, 1e-3)
+    default = default_classify_train()
+    plain = SupConClassifier().train_config(3, "m")
+    assert (plain.epochs, plain.optimizer.lr) == (default.epochs, default.optimizer.lr)

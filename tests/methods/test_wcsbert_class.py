@@ -90,6 +90,10 @@ def test_save_and_load_give_the_same_predictions(self_trained, ag_news, tmp_path
     assert loaded.labels == LABELS and loaded.template == TEMPLATE and loaded.aliases_ == ALIASES
     np.testing.assert_allclose(loaded.predict_proba(held_out[:20]), self_trained.predict_proba(held_out[:20]),
                                atol=1e-5)
+    # settings given to load win over the saved ones
+    other = WCSBert.load(folder, templates=["News about {label}.", "{label}"], temperature=0.5)
+    assert other.prompts == ("News about {label}.", "{label}") and other.temperature == 0.5
+    assert WCSBert.load(folder, template="{label} news").prompts == ("{label} news",)
     # the folder is a sentence-transformers model
     vectors = SentenceTransformer(str(folder), device="cpu").encode(held_out[:3])
     np.testing.assert_allclose(vectors, self_trained.encoder_.encode(held_out[:3]), atol=1e-4)

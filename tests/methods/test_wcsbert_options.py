@@ -39,7 +39,7 @@ def trained_rows(monkeypatch, tiny_encoder_dir):
     """Every round's training rows; the 'trained' model is the start model."""
     rows: list[list[dict[str, str]]] = []
 
-    def fit_rows(round_rows, config, work_dir, name):
+    def fit_rows(round_rows, config, work_dir, name, **where):
         rows.append(round_rows)
         return SimpleNamespace(model_path=str(tiny_encoder_dir), steps=0)
 
@@ -102,3 +102,31 @@ def test_wrong_options_are_refused():
         WCSBert(templates=["{label}", "no field"])
     with pytest.raises(ValueError, match="At least one"):
         WCSBert(templates=[])
+
+
+def test_text_positives_add_text_pairs_to_what_a_round_trains(trained_rows, tiny_encoder_dir, tmp_path):
+    from contrastext.selftrain.text_positives import TextPositivesConfig
+
+    # every word of a text its own, so a span names the text it came from
+    texts = [f"{text} " + " ".join(f"w{row}x{k}" for k in range(6)) for row, text in enumerate(TEXTS)]
+    fit = lambda **options: WCSBert(str(tiny_encoder_dir), teacher=FixedTeacher(), rounds=1, guard=False,  # noqa: E731
+                                    work_dir=tmp_path, calibration=True, **options).fit(texts, LABELS)
+    plain = fit()
+    both = fit(text_positives=TextPositivesConfig(crops=True, same_label=True, min_words=4))
+    plain_rows, both_rows = trained_rows
+    assert plain.history_[0]["text_pairs"] == 0 and len(plain_rows) == 28
+    # 28 kept texts: 28 crop pairs and 28 same-label pairs beside the same 28 prompt pairs
+    assert both.history_[0]["text_pairs"] == 56 and len(both_rows) == 84
+    assert {tuple(r.values()) for r in plain_rows} < {tuple(r.values()) for r in both_rows}
+    prompts = {f"{label}" for label in LABELS}
+    text_rows = [r for r in both_rows if r["positive"] not in prompts]
+    group = {text: row // PER_GROUP for row, text in enumerate(texts)}
+    crops = [r for r in text_rows if r["anchor"] not in group]
+    same = [r for r in text_rows if r["anchor"] in group]
+    assert len(crops) == len(same) == 28
+    for row in crops:  # two different spans of one text
+        source = [t for t in texts if set(row["anchor"].split()) | set(row["positive"].split()) <= set(t.split())]
+        assert len(source) == 1 and row["anchor"] != row["positive"]
+    for row in same:  # two different texts of one group (calibrated: each group under its own label)
+        assert row["positive"] in group and row["anchor"] != row["positive"]
+        assert group[row["anchor"]] == group[row["positive"]]

@@ -1,5 +1,6 @@
-"""The WC-SBERT job with a prompt ensemble and label-prior calibration (tiny random encoder, plain-text pool):
-the round's pseudo-labels are the calibrated ones and its pairs' positives the first template's prompts."""
+"""The WC-SBERT job with a prompt ensemble, label-prior calibration and same-label text pairs (tiny random
+encoder, plain-text pool): the round's pseudo-labels are the calibrated ones, its prompt pairs' positives the
+first template's prompts, and its text pairs join kept texts of one pseudo-label."""
 
 import json
 from pathlib import Path
@@ -32,6 +33,7 @@ def test_an_ensemble_and_calibration_decide_what_the_round_trains_on(ray_session
         "labels.names=[World, Sports, Business, Sci/Tech]", "labels.aliases={Sci/Tech: [Science, Technology]}",
         f"labels.templates=[{', '.join(repr(t) for t in TEMPLATES)}]",
         "rounds.calibration.enabled=true", "rounds.calibration.temperature=0.01",
+        "rounds.text_positives.same_label=true",
         f"encoder.model={tiny_encoder_dir}", f"output.storage_path={tmp_path / 'runs'}", "output.name=options",
         "pretrain.enabled=false", "pool.source=texts", f"pool.texts={{path: {pool}}}", "pool.half=null",
         "pool.max_rows=null", "rounds.rounds=1", "rounds.guard=false", "rounds.pseudo_labels=prompts",
@@ -58,6 +60,17 @@ def test_an_ensemble_and_calibration_decide_what_the_round_trains_on(ray_session
 
     pairs = pq.read_table(run / "round_1" / "pairs").to_pylist()
     first = {TEMPLATES[0].format(label=a) for a in ("World", "Sports", "Business", "Science", "Technology")}
-    assert pairs and {p["positive"] for p in pairs} <= first
-    assert np.bincount([p["label"] for p in pairs], minlength=4).tolist() == calibrated.kept_per_label(4).tolist()
+    prompt_pairs = [p for p in pairs if p["positive"] in first]
+    text_pairs = [p for p in pairs if p["positive"] not in first]
+    assert prompt_pairs and len(text_pairs) == record["text_pairs"] == len(pairs) - len(prompt_pairs)
+    kept = calibrated.kept_per_label(4)
+    assert np.bincount([p["label"] for p in prompt_pairs], minlength=4).tolist() == kept.tolist()
+    # a same-label pair for every kept text of a label that kept two or more
+    assert len(text_pairs) == int(kept[kept >= 2].sum())
+    pool_texts = {f"{text} (report {i})" for i in range(8) for _, text in NEWS}
+    label_of = dict(zip(sorted(pool_texts), [None] * len(pool_texts)))
+    for p in prompt_pairs:
+        label_of[p["anchor"]] = p["label"]
+    for p in text_pairs:
+        assert p["anchor"] != p["positive"] and label_of[p["anchor"]] == label_of[p["positive"]] == p["label"]
     assert "2 prompts ensembled" in (run / "report.md").read_text(encoding="utf-8")

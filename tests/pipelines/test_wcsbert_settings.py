@@ -37,3 +37,30 @@ def test_a_marker_written_before_calibration_and_templates_existed():
     ensemble = config.model_copy(update={"labels": config.labels.model_copy(update={"templates": ["{label}", "a {label}"]})})
     assert setting_differences(old, round_settings(calibrated, "m0"), defaults=defaults) == ["rounds.calibration"]
     assert setting_differences(old, round_settings(ensemble, "m0"), defaults=defaults) == ["labels.templates"]
+
+
+def test_the_job_pseudo_labels_and_trains_its_rounds_through_the_wcsbert_class():
+    from contrastext.config import load_config
+    from contrastext.methods.wcsbert import WCSBert
+    from contrastext.pipelines.wcsbert import method_of
+    from contrastext.selftrain.teachers import PromptTeacher, PrototypeTeacher
+
+    config = load_config(WCSBertConfig, overrides=[
+        "rounds.pseudo_labels=prototypes", "rounds.prototype_fraction=0.3", "rounds.prototype_iterations=2",
+        "rounds.calibration.enabled=true", "rounds.selection.top_fraction=0.4", "rounds.train.batch_size=8",
+        "rounds.train.encoder.max_length=48", "encoder.pooling=cls", "rounds.max_pairs_per_label=7",
+        "labels.templates=['A {label} story.', '{label}']", "rounds.guard_sample=50", "rounds.patience=2",
+        "rounds.text_positives.crops=true"])
+    method = method_of(config)
+    assert isinstance(method, WCSBert) and method.encoder == config.encoder.model
+    assert method.teacher == PrototypeTeacher(fraction=0.3, iterations=2)
+    assert method.calibration == config.rounds.calibration and method.calibration.enabled
+    assert method.selection == config.rounds.selection and method.selection.top_fraction == 0.4
+    assert method.text_positives == config.rounds.text_positives and method.text_positives.crops
+    assert method.prompts == ("A {label} story.", "{label}") and method.template == config.labels.pair_template
+    # a round trains the job's round settings, with the job's encoder (its pooling) at the round's length
+    assert method.train.batch_size == 8 and method.train.loss == config.rounds.train.loss
+    assert method.train.encoder == config.encoder.model_copy(update={"max_length": 48})
+    assert (method.max_pairs_per_label, method.guard_sample, method.patience) == (7, 50, 2)
+    prompts = load_config(WCSBertConfig, overrides=["rounds.pseudo_labels=prompts"])
+    assert isinstance(method_of(prompts).teacher, PromptTeacher)

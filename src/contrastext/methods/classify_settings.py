@@ -42,12 +42,12 @@ def classify_train_config(base: TrainConfig, loss: ClassifyLoss, num_labels: int
     data["columns"] = ("text", "label")  # the rows are built as {text, label id}
     data["loss"] = loss.to_loss_config().model_dump()
     data["classifier"].update(num_labels=num_labels, freeze_encoder=freeze_encoder, reset_head=reset_head)
-    if head_lr:
+    if head_lr is not None:
         data["classifier"]["head_lr"] = head_lr
     if model is not None:
         data["encoder"]["model"] = model
-    if epochs:
+    if epochs is not None:
         data["epochs"] = epochs
-    if lr:
+    if lr is not None:
         data["optimizer"]["lr"] = lr
     return TrainConfig.model_validate(data)

@@ -51,22 +51,25 @@ def load_text_encoder(encoder: Any, max_length: int | None = None):
     return encoder
 
 
-def fit_rows(rows: list[dict[str, Any]], config: TrainConfig, work_dir: Path | None, name: str, *,
-             output: str | None = None, export_to: str | None = None):
-    """Train ``config`` on ``rows`` (a Ray Dataset made from them) with ``contrastext.train.fit``; the result's
-    ``model_path`` is the exported model. Every call trains in a new folder under ``work_dir``, so nothing
-    resumes an earlier fit by accident; with ``output`` (a folder or URI) it trains there instead, the model
-    exported to ``export_to`` (default ``output/model``), and a fit interrupted there resumes from its
-    checkpoints (a job's run)."""
+def fit_rows(rows: Any, config: TrainConfig, work_dir: Path | None, name: str, *,
+             output: str | None = None, export_to: str | None = None, count: int | None = None):
+    """Train ``config`` on ``rows`` (a list of dicts, made a Ray Dataset here, or a Ray Dataset that the
+    workers read, ``count`` its rows when known) with ``contrastext.train.fit``; the result's ``model_path``
+    is the exported model. Every call trains in a new folder under ``work_dir``, so nothing resumes an
+    earlier fit by accident; with ``output`` (a folder or URI) it trains there instead, the model exported
+    to ``export_to`` (default ``output/model``), and a fit interrupted there resumes from its checkpoints
+    (a job's run)."""
     import ray.data
 
     from contrastext import storage
     from contrastext.runtime import init_ray
     from contrastext.train import fit
 
-    if not rows:
+    if isinstance(rows, list) and not rows:
         raise ValueError("nothing to train on")
     init_ray()
+    if isinstance(rows, list):
+        rows, count = ray.data.from_items(rows), len(rows)
     if output is None:
         if work_dir is None:
             raise ValueError("training needs a folder: give work_dir or output")
@@ -77,7 +80,7 @@ def fit_rows(rows: list[dict[str, Any]], config: TrainConfig, work_dir: Path | N
             output = str(Path(output).expanduser().resolve())  # "name" alone: a folder of the working directory
         where = OutputConfig(storage_path=storage.parent(output), name=storage.name(output))
         export = export_to or storage.join(output, "model")
-    result = fit(ray.data.from_items(rows), config, where, rows=len(rows), export_model_to=export)
+    result = fit(rows, config, where, rows=count, export_model_to=export)
     if result.model_path is None:
         raise RuntimeError(f"{name}: training finished without a model to export")
     return result

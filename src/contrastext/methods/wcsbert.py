@@ -39,6 +39,7 @@ from contrastext.selftrain.pseudo_pairs import text_pairs
 from contrastext.selftrain.scoring import changed_share, label_prompt_vectors
 from contrastext.selftrain.stopping import RoundStop
 from contrastext.selftrain.teachers import PromptTeacher, Teacher
+from contrastext.selftrain.text_positives import TextPositivesConfig, combined, text_positive_pairs
 from contrastext.zeroshot import LabelSet, ZeroShotClassifier, validate_template, validate_templates
 
 MANIFEST = "wcsbert.json"
@@ -54,6 +55,8 @@ class WCSBert:
     training pairs' positives are the first template's prompts (``selftrain.pseudo_pairs``).
     ``calibration``: correct the teacher's scores by each label's share of the texts before selecting
     (``selftrain.calibration``; True: its default settings; off by default).
+    ``text_positives``: text–text pairs beside the label-prompt ones, two word spans of a kept text and/or two
+    kept texts of one pseudo-label (``selftrain.text_positives``; off by default).
     ``train``: a round's training settings (default: the job's, MNR at batch 32).
     ``predict_proba`` is a softmax of the label scores (cosines) over ``temperature``.
 
@@ -71,6 +74,7 @@ class WCSBert:
     def __init__(self, encoder: Any = DEFAULT_MODEL, *, teacher: Teacher | None = None, rounds: int = 2,
                  template: str | None = None, templates: Sequence[str] | None = None,
                  calibration: bool | CalibrationConfig = False, selection: SelectionConfig | None = None,
+                 text_positives: TextPositivesConfig | None = None,
                  train: TrainConfig | None = None, max_pairs_per_label: int | None = 5000, max_length: int = 128,
                  batch_size: int = 64, temperature: float = 0.05, guard: bool = True, guard_sample: int = 20_000,
                  guard_neighbours: int = 10, patience: int = 1, work_dir: str | os.PathLike[str] | None = None):
@@ -88,6 +92,7 @@ class WCSBert:
         self.calibration = (calibration if isinstance(calibration, CalibrationConfig)
                             else CalibrationConfig(enabled=bool(calibration)))
         self.selection = selection or SelectionConfig()
+        self.text_positives = text_positives or TextPositivesConfig()
         self.train = train or round_train()
         self.max_pairs_per_label = max_pairs_per_label
         self.max_length = max_length
@@ -140,20 +145,20 @@ class WCSBert:
         model = encoder_spec(self.encoder, folder / "start")
         previous = None
         for r in range(1, self.rounds + 1):
-            pseudo, pairs, shares = self._pseudo_pairs(encoder, texts)
+            pseudo, pairs, shares, text_pairs_made = self._pseudo_pairs(encoder, texts, r)
             if not len(pairs):
                 raise ValueError(f"round {r}: no text was kept for training; raise selection.top_fraction or "
                                  "lower selection.threshold")
             order = np.random.default_rng(self.train.seed + r).permutation(len(pairs))
             rows = [{"anchor": pairs.anchors[i], "positive": pairs.positives[i]} for i in order]
-            train = self.train.model_copy(update={"encoder": self.train.encoder.model_copy(update={"model": model})})
-            result = fit_rows(rows, train, folder, f"round_{r}")
+            result = self.train_round(rows, model, r, folder)
             model = result.model_path
             encoder = load_text_encoder(model, self.max_length)
             per_label = pseudo.kept_per_label(len(self.label_set_.labels)).tolist()
             record = {"round": r, "kept": int(len(pseudo.kept)), "pairs": len(pairs),
                       "kept_per_label": dict(zip(self.label_set_.labels, per_label)),
                       "teacher_shares": dict(zip(self.label_set_.labels, shares.tolist())),
+                      "text_pairs": text_pairs_made,
                       "labels_changed": changed_share(previous, pseudo.label), "steps": result.steps,
                       "model": kept_path(model, self.work_dir)}
             if guard is not None:
@@ -170,17 +175,40 @@ class WCSBert:
         self.chosen_round_, self.stop_reason_ = stop.best_round, stop.reason
         return kept[stop.best_round]
 
-    def _pseudo_pairs(self, encoder, texts: list[str]):
-        """The round's pseudo-labels, its pairs, and each label's share of the teacher's argmaxes."""
+    def _pseudo_pairs(self, encoder, texts: list[str], r: int):
+        """The round's pseudo-labels, its pairs, each label's share of the teacher's argmaxes, and how many of
+        the pairs are text–text pairs."""
         embeddings = encoder.encode(texts, batch_size=self.batch_size)
         prompt_scores, alias = ZeroShotClassifier(encoder, template=self.prompts).score_embeddings_with_aliases(
             embeddings, self.label_set_)
-        scores = self.teacher.scores(embeddings, prompt_scores,
-                                     label_prompt_vectors(encoder, self.label_set_, self.prompts))
-        calibrated = calibrate(scores, self.calibration)
-        pseudo = select(calibrated.scores, self.selection, alias)
+        pseudo, calibrated = self.pseudo_labels(embeddings, prompt_scores, alias,
+                                                label_prompt_vectors(encoder, self.label_set_, self.prompts))
         pairs = text_pairs(texts, pseudo, self.label_set_, self.template, self.max_pairs_per_label)
-        return pseudo, pairs, calibrated.shares
+        extra = self.text_positive_pairs(texts, pseudo, r)
+        return pseudo, combined(pairs, extra), calibrated.shares, len(extra)
+
+    # ------------------------------------------------------------------ a round's steps (the job's too)
+    def pseudo_labels(self, embeddings, prompt_scores: np.ndarray, alias: np.ndarray, label_vectors: np.ndarray):
+        """A round's pseudo-labels: the teacher's scores of the texts (``embeddings``: an array or a
+        re-iterable of chunks, in the order of ``prompt_scores``' rows), corrected by ``calibration``, then
+        the confident share of each label selected. Returns the ``PseudoLabels`` and the calibration."""
+        scores = self.teacher.scores(embeddings, prompt_scores, label_vectors)
+        calibrated = calibrate(scores, self.calibration)
+        return select(calibrated.scores, self.selection, alias), calibrated
+
+    def text_positive_pairs(self, texts: Sequence[str], pseudo, r: int):
+        """Round ``r``'s text–text pairs over the kept ``texts`` (none unless ``text_positives`` asks)."""
+        return text_positive_pairs(texts, pseudo, self.text_positives, seed=self.train.seed + r,
+                                   max_pairs_per_label=self.max_pairs_per_label)
+
+    def train_round(self, pairs, model: str, r: int, work_dir: Path | None = None, *, output: str | None = None,
+                    export_to: str | None = None, rows: int | None = None):
+        """Round ``r``'s training from ``model`` on ``pairs`` (``anchor``, ``positive``): a list of dicts, or a
+        Ray Dataset the workers read (``rows`` its length). ``output`` / ``export_to``: the folder or URI to
+        train in and where the model goes (the job's, so an interrupted round resumes); else a new folder
+        under ``work_dir``. Returns the fit's result, its ``model_path`` the round's model."""
+        train = self.train.model_copy(update={"encoder": self.train.encoder.model_copy(update={"model": model})})
+        return fit_rows(pairs, train, work_dir, f"round_{r}", output=output, export_to=export_to, count=rows)
 
     # ------------------------------------------------------------------ inference
     @property
@@ -219,10 +247,14 @@ class WCSBert:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], **kwargs) -> "WCSBert":
+        """The saved model, its labels and prompts; ``kwargs`` are ``WCSBert``'s settings and win over the
+        saved ones (``template`` or ``templates`` replace the saved prompts, ``temperature`` its own)."""
         manifest = json.loads((Path(path) / MANIFEST).read_text(encoding="utf-8"))
-        prompts = ({"templates": manifest["templates"]} if manifest.get("templates")
-                   else {"template": manifest["template"]})
-        model = cls(str(path), **prompts, temperature=manifest["temperature"], **kwargs)
+        saved = ({"templates": manifest["templates"]} if manifest.get("templates")
+                 else {"template": manifest["template"]})
+        if "template" in kwargs or "templates" in kwargs:
+            saved = {}
+        model = cls(str(path), **{**saved, "temperature": manifest["temperature"], **kwargs})
         model.encoder_ = load_text_encoder(str(path), model.max_length)
         model.label_set_ = LabelSet.build(manifest["labels"], manifest["aliases"])
         model.aliases_ = manifest["aliases"]

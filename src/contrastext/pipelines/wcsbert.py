@@ -29,17 +29,15 @@ import numpy as np
 import pyarrow as pa
 
 from contrastext import storage
-from contrastext.config import OutputConfig, TrainConfig
+from contrastext.config import OutputConfig
 from contrastext.data.sources import LabelledTexts, describe, load_texts
 from contrastext.data.paths import data_root
 from contrastext.evaluators.zeroshot_accuracy import LabelScheme, ZeroShotEvaluator, ZeroShotResult
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.report import format_table
 from contrastext.runtime import init_ray
-from contrastext.selftrain.calibration import calibrate
 from contrastext.selftrain.config import PretrainConfig, WCSBertConfig
 from contrastext.selftrain.guard import guard_fields, guard_text
-from contrastext.selftrain.pseudo_labels import select
 from contrastext.selftrain.prototypes import (
     classify_by_prototypes,
     label_prototypes,
@@ -51,6 +49,7 @@ from contrastext.selftrain.pseudo_pairs import PseudoPairs, label_prompts, text_
 from contrastext.selftrain.scoring import changed_share, embed_label_strings, label_prompt_vectors, score_pool
 from contrastext.selftrain.stopping import RoundStop
 from contrastext.selftrain.teachers import PrototypeTeacher
+from contrastext.selftrain.text_positives import combined
 from contrastext.stages import Stage, say
 
 
@@ -69,6 +68,26 @@ def round_settings(config: WCSBertConfig, start_model: str) -> dict[str, Any]:
     rounds = {k: v for k, v in config.rounds.model_dump(mode="json").items() if k not in _NOT_PART_OF_A_ROUND}
     return {"rounds": rounds, "labels": config.labels.model_dump(mode="json"), "from": start_model,
             "pool": config.pool.model_dump(mode="json")}
+
+
+def method_of(config: WCSBertConfig):
+    """The job's ``WCSBert``: its teacher, calibration, selection, prompts and a round's training from the
+    config. The job runs each round's pseudo-labelling and training through it, around the pool on ``.h5``
+    shards and the pairs that Ray Data writes (the class holds its texts in memory)."""
+    from contrastext.methods.wcsbert import WCSBert
+    from contrastext.selftrain.teachers import PromptTeacher
+
+    rounds = config.rounds
+    teacher = (PrototypeTeacher(fraction=rounds.prototype_fraction, iterations=rounds.prototype_iterations)
+               if rounds.pseudo_labels == "prototypes" else PromptTeacher())
+    train = rounds.train.model_copy(update={"encoder": config.encoder.model_copy(
+        update={"max_length": rounds.train.encoder.max_length})})
+    return WCSBert(config.encoder.model, teacher=teacher, rounds=rounds.rounds, templates=config.labels.prompts,
+                   calibration=rounds.calibration, selection=rounds.selection, text_positives=rounds.text_positives,
+                   train=train,
+                   max_pairs_per_label=rounds.max_pairs_per_label, max_length=rounds.train.encoder.max_length,
+                   batch_size=config.encode.batch_size, guard=rounds.guard, guard_sample=rounds.guard_sample,
+                   guard_neighbours=rounds.guard_neighbours, patience=rounds.patience)
 
 
 # ---------------------------------------------------------------------------------------- evaluation
@@ -341,6 +360,7 @@ class _Run:
     pages: str
     eval_set: EvalSet | None
     timings: dict[str, float]
+    method: Any  # methods.wcsbert.WCSBert: each round's pseudo-labels and training
 
     def path(self, *parts: str) -> str:
         return storage.join(self.folder, *parts)
@@ -359,7 +379,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
         _say(f"pool: {pool_texts} texts (labels never read)")
     eval_set, eval_missing = load_eval_set(config, root)
     _say(f"evaluation skipped: {eval_missing}" if eval_set is None else f"evaluation set: {eval_set.source}")
-    run = _Run(config, folder, label_set, pages, eval_set, timings={})
+    run = _Run(config, folder, label_set, pages, eval_set, timings={}, method=method_of(config))
 
     evaluations = _untrained_evaluations(run)
     corpus, pretrain, model_0 = _corpus_and_pretraining(run, evaluations)
@@ -563,8 +583,6 @@ def _guard_reference(config: WCSBertConfig, model_0: str, embeddings_dir: str, l
 def _self_training_round(run: _Run, r: int, folder: str, model: str, model_0: str, embeddings_dir: str,
                          previous_labels: np.ndarray | None) -> dict[str, Any]:
     """Round ``r`` from ``model``: pseudo-pairs, a fit, the pool encoded again; returns the round's record."""
-    from contrastext.train import fit
-
     config = run.config
     t = time.perf_counter()
     pool, calibrated, pseudo, pairs = _round_pairs(run, r, folder, model, embeddings_dir)
@@ -572,12 +590,10 @@ def _self_training_round(run: _Run, r: int, folder: str, model: str, model_0: st
 
     t = time.perf_counter()
     init = model if config.rounds.init == "previous" else model_0
-    train: TrainConfig = config.rounds.train.model_copy(update={"encoder": config.encoder.model_copy(
-        update={"model": init, "max_length": config.rounds.train.encoder.max_length})})
     new_model = storage.join(folder, "model")
     # the workers read the pairs from storage: the driver never holds them as rows
-    result = fit(storage.parquet_dataset(_pairs_files(pairs.location), columns=["anchor", "positive"]), train,
-                 OutputConfig(storage_path=folder, name="fit"), rows=len(pairs), export_model_to=new_model)
+    result = run.method.train_round(storage.parquet_dataset(_pairs_files(pairs.location), columns=["anchor", "positive"]),
+                                    init, r, output=storage.join(folder, "fit"), export_to=new_model, rows=len(pairs))
     training = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -593,7 +609,7 @@ def _self_training_round(run: _Run, r: int, folder: str, model: str, model_0: st
         "kept": int(len(pseudo.kept)),
         "kept_per_label": dict(zip(names, pseudo.kept_per_label(len(names)).tolist())),
         "pairs": len(pairs), "pairs_per_label": dict(zip(names, pairs.per_label.tolist())),
-        "category_conflicts": pairs.conflicts, "labels_changed": changed_share(previous_labels, pseudo.label),
+        "category_conflicts": pairs.conflicts, "text_pairs": pairs.text_pairs, "labels_changed": changed_share(previous_labels, pseudo.label),
         "teacher_shares": dict(zip(names, np.round(calibrated.shares, 6).tolist())),
         "calibration_shift": (dict(zip(names, np.round(calibrated.shift, 6).tolist()))
                               if config.rounds.calibration.enabled else None),
@@ -612,22 +628,18 @@ def _self_training_round(run: _Run, r: int, folder: str, model: str, model_0: st
 
 
 def _round_pairs(run: _Run, r: int, folder: str, model: str, embeddings_dir: str):
-    """The pool scored by ``model`` and its teacher, calibrated, selected and written as pseudo-pairs under
-    ``folder/pairs``; returns the pool's scores, the calibration, the pseudo-labels and the pairs written."""
+    """The pool scored by ``model``, pseudo-labelled by the job's ``WCSBert`` (teacher, calibration, selection)
+    and written as pseudo-pairs under ``folder/pairs``; returns the pool's scores, the calibration, the
+    pseudo-labels and the pairs written."""
     from contrastext.selftrain.pool import page_columns
 
     config, label_set, labels = run.config, run.label_set, run.config.labels
     scorer = config.encoder.load(model)
     pool = score_pool(embeddings_dir, scorer, label_set, labels.prompts)
-    scores = pool.scores
-    if config.rounds.pseudo_labels == "prototypes":
-        teacher = PrototypeTeacher(fraction=config.rounds.prototype_fraction,
-                                   iterations=config.rounds.prototype_iterations)
-        scores = teacher.scores(pool_embeddings(embeddings_dir, pool.ids), pool.scores,
-                                label_prompt_vectors(scorer, label_set, labels.prompts))
-    calibrated = calibrate(scores, config.rounds.calibration)
-    del scores, scorer
-    pseudo = select(calibrated.scores, config.rounds.selection, pool.alias)
+    # the teacher reads the stored embeddings (streamed, a chunk at a time) only if it needs them
+    pseudo, calibrated = run.method.pseudo_labels(pool_embeddings(embeddings_dir, pool.ids), pool.scores,
+                                                  pool.alias, label_prompt_vectors(scorer, label_set, labels.prompts))
+    del scorer
     storage.write_npy(storage.join(folder, "pseudo_labels.npy"), pseudo.label)
     seed = config.rounds.train.seed + r
     if config.pool.source == "wikipedia":
@@ -639,9 +651,11 @@ def _round_pairs(run: _Run, r: int, folder: str, model: str, embeddings_dir: str
         full_texts = [""] * len(pool.ids)
         for i, text in zip(pseudo.kept, texts):
             full_texts[i] = " ".join(text.split()[: config.pool.max_words])
-        pairs = _write_pairs(text_pairs(full_texts, pseudo, label_set, labels.pair_template,
-                                        config.rounds.max_pairs_per_label),
-                             storage.join(folder, "pairs"), len(label_set.labels), seed=seed)
+        prompt_pairs = text_pairs(full_texts, pseudo, label_set, labels.pair_template, config.rounds.max_pairs_per_label)
+        extra = run.method.text_positive_pairs(full_texts, pseudo, r)
+        pairs = _write_pairs(combined(prompt_pairs, extra), storage.join(folder, "pairs"), len(label_set.labels),
+                             seed=seed)
+        pairs.text_pairs = len(extra)
     if not len(pairs):
         raise ValueError(f"round {r}: no pseudo-pairs (kept {len(pseudo.kept)} items); lower "
                          "rounds.selection.threshold or raise top_fraction")

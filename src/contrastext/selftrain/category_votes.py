@@ -154,6 +154,7 @@ class PairsWritten:
     location: str
     per_label: np.ndarray  # pairs per label
     conflicts: int = 0  # categories met on kept pages of more than one label
+    text_pairs: int = 0  # of them, text–text pairs (selftrain.text_positives)
 
     def __len__(self) -> int:
         return int(self.per_label.sum())

@@ -13,6 +13,7 @@ from contrastext.data.vital import TOPIC_ALIASES, TOPICS
 from contrastext.data.pairs import PairOptions
 from contrastext.selftrain.calibration import CalibrationConfig
 from contrastext.selftrain.pseudo_labels import SelectionConfig
+from contrastext.selftrain.text_positives import TextPositivesConfig
 from contrastext.zeroshot import DEFAULT_TEMPLATE, validate_templates
 
 Half = Literal["first", "second"]
@@ -153,6 +154,10 @@ class RoundsConfig(Settings):
     calibration: CalibrationConfig = Field(
         default_factory=CalibrationConfig, description="label-prior calibration of the teacher's scores before "
                                                        "selection (selftrain.calibration; off by default)")
+    text_positives: TextPositivesConfig = Field(
+        default_factory=TextPositivesConfig, description="text–text pairs beside the (text, label prompt) ones: "
+        "two word spans of a kept text, two kept texts of one pseudo-label (selftrain.text_positives; "
+        "plain-text pools only; off by default)")
     init: Literal["previous", "base"] = Field(
         "previous", description="round r trains from round r-1's model, or always from the stage-1 model")
     reencode: bool = Field(True, description="re-encode the pool with each round's model (False: score the "
@@ -223,3 +228,10 @@ class WCSBertConfig(Settings):
     plots: bool = True
     output: OutputConfig = Field(default_factory=lambda: OutputConfig(name="wcsbert"))
     ray: RayConfig = Field(default_factory=RayConfig)
+
+    @model_validator(mode="after")
+    def _text_positives_need_texts(self) -> "WCSBertConfig":
+        if self.rounds.text_positives.enabled and self.pool.source != "texts":
+            raise ValueError("rounds.text_positives needs pool.source=texts: a Wikipedia pool's pairs are "
+                             "categories, it has no kept texts to pair")
+        return self

@@ -1,0 +1,115 @@
+"""Zero-shot accuracy of the self-training job, option by option, on three label sets.
+
+    python benchmarks/zeroshot.py [--datasets agnews 20ng vital] [--variants untrained base calibration ...]
+                                  [--best calibration,crops] [--pool-rows 2000] [--eval-rows 1000]
+                                  [--rounds 2] [--out runs/zeroshot]
+
+Each row is one run of the ``wcsbert_selftrain`` job (``run_wcsbert``, no Wikipedia pretraining) with the
+bundled MiniLM: it self-trains on a seeded sample of one half of the texts (labels never read) and is
+scored on a sample of the other half; the figure is the kept model's accuracy (the guard chooses it).
+
+- agnews: the AG News test set, ``configs/wcsbert_agnews_half.yaml`` (World / Sports / Business / Sci/Tech);
+- 20ng: 20 Newsgroups with readable group names, ``configs/wcsbert_20ng_readable.yaml``;
+- vital: the Vital-article topics, the job's default data.
+
+Variants: ``untrained`` (no round), ``base`` (the shipped rounds), one option alone each (``calibration``,
+``templates``: the dataset's prompt ensembled with "This text is about {label}.", ``crops``, ``same_label``),
+and ``best``: the options named by ``--best`` together. A run
+whose folder under ``--out`` is complete is read back, not redone (the job's stages resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from _common import DATA_DIR, REPO_ROOT, write_result  # noqa: E402
+from contrastext.config import load_config  # noqa: E402
+from contrastext.report import format_table  # noqa: E402
+from contrastext.selftrain.config import WCSBertConfig  # noqa: E402
+
+DATASETS = {
+    "agnews": REPO_ROOT / "configs" / "wcsbert_agnews_half.yaml",
+    "20ng": REPO_ROOT / "configs" / "wcsbert_20ng_readable.yaml",
+    "vital": None,
+}
+SECOND_PROMPT = "This text is about {label}."
+OPTIONS = {
+    "calibration": ["rounds.calibration.enabled=true"],
+    # the dataset's own prompt (the pairs' positives, as without the option) ensembled with a second one
+    "templates": ["labels.template='{label}'", "labels.templates=[{template!r}, " + repr(SECOND_PROMPT) + "]"],
+    "crops": ["rounds.text_positives.crops=true"],
+    "same_label": ["rounds.text_positives.same_label=true"],
+}
+
+
+def variant_overrides(variant: str, best: list[str], template: str) -> list[str]:
+    """The job settings of ``variant``; ``template``: the dataset's own prompt."""
+    if variant == "untrained":
+        return ["rounds.rounds=0"]
+    if variant == "base":
+        return []
+    options = best if variant == "best" else [variant]
+    return [setting.replace("{template!r}", repr(template)) for option in options for setting in OPTIONS[option]]
+
+
+def run_one(dataset: str, variant: str, args: argparse.Namespace) -> dict:
+    from contrastext.pipelines.wcsbert import run_wcsbert
+
+    sets = ["pretrain.enabled=false", "pool.source=texts", f"pool.max_rows={args.pool_rows}",
+            f"evaluation.max_rows={args.eval_rows}", f"rounds.rounds={args.rounds}", "plots=false",
+            "evaluation.baselines=false", f"data_dir={DATA_DIR}", f"output.storage_path={args.out / dataset}",
+            f"output.name={variant}"]
+    template = load_config(WCSBertConfig, DATASETS[dataset]).labels.template
+    sets += variant_overrides(variant, args.best, template)
+    config = load_config(WCSBertConfig, DATASETS[dataset], overrides=sets)
+    started = time.perf_counter()
+    summary = run_wcsbert(config)
+    rounds = summary["rounds"]
+    return {"dataset": dataset, "variant": variant, "accuracy": summary["final"]["accuracy"],
+            "macro_f1": summary["final"]["macro_f1"], "chosen_round": summary["chosen_round"],
+            "round_accuracy": [r.get("eval_accuracy") for r in rounds],
+            "text_pairs": [r.get("text_pairs", 0) for r in rounds],
+            "seconds": round(time.perf_counter() - started, 1), "overrides": sets}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
+    parser.add_argument("--variants", nargs="+", default=["untrained", "base", *OPTIONS, "best"],
+                        choices=["untrained", "base", *OPTIONS, "best"])
+    parser.add_argument("--best", type=lambda s: [o for o in s.split(",") if o], default=["calibration"],
+                        help="comma-separated options combined in the `best` row")
+    parser.add_argument("--pool-rows", type=int, default=2000)
+    parser.add_argument("--eval-rows", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "runs" / "zeroshot")
+    args = parser.parse_args()
+    unknown = sorted(set(args.best) - set(OPTIONS))
+    if unknown:
+        parser.error(f"--best: unknown options {unknown}; choose from {sorted(OPTIONS)}")
+    args.out = args.out.resolve()
+
+    rows = []
+    for dataset in args.datasets:
+        for variant in args.variants:
+            rows.append(run_one(dataset, variant, args))
+            print(f"zeroshot: {dataset} {variant}: accuracy {rows[-1]['accuracy']:.4f} "
+                  f"({rows[-1]['seconds']:.0f} s)", flush=True)
+    headers = ["dataset", "variant", "accuracy", "macro F1", "kept round", "per round", "s"]
+    table = format_table([[r["dataset"], r["variant"] + (f" ({'+'.join(args.best)})" if r["variant"] == "best" else ""),
+                           f"{r['accuracy']:.4f}", f"{r['macro_f1']:.4f}", r["chosen_round"],
+                           " ".join(f"{a:.3f}" for a in r["round_accuracy"] if a is not None) or "-",
+                           f"{r['seconds']:.0f}"] for r in rows], headers)
+    print(table)
+    result = {"pool_rows": args.pool_rows, "eval_rows": args.eval_rows, "rounds": args.rounds, "best": args.best,
+              "rows": rows}
+    print(f"written to {write_result('zeroshot', result)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""The zero-shot benchmark's runs are valid job configs that differ only by the option they measure, and the
+shipped WC-SBERT configs load."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from contrastext.config import load_config
+from contrastext.selftrain.config import WCSBertConfig
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "configs").glob("wcsbert_*.yaml")), ids=lambda p: p.name)
+def test_shipped_wcsbert_configs_are_valid(path):
+    config = load_config(WCSBertConfig, path)
+    assert config.labels.names
+
+
+def test_readable_20ng_names_give_every_group_one_alias():
+    config = load_config(WCSBertConfig, REPO / "configs" / "wcsbert_20ng_readable.yaml")
+    assert len(config.labels.names) == 20 and set(config.labels.aliases) == set(config.labels.names)
+    readable = [aliases[0] for aliases in config.labels.aliases.values()]
+    assert config.labels.aliases["comp.sys.mac.hardware"] == ["Mac hardware"]
+    assert len(set(readable)) == 20 and not any("." in name for name in readable)
+
+
+def test_each_variant_changes_only_what_it_names():
+    from zeroshot import DATASETS, SECOND_PROMPT, variant_overrides
+
+    base = load_config(WCSBertConfig, DATASETS["agnews"])
+    own = base.labels.template
+    for variant, changed in [("calibration", ["rounds.calibration.enabled"]),
+                             ("crops", ["rounds.text_positives.crops"]),
+                             ("same_label", ["rounds.text_positives.same_label"]),
+                             ("templates", ["labels.template", "labels.templates"]),
+                             ("untrained", ["rounds.rounds"])]:
+        config = load_config(WCSBertConfig, DATASETS["agnews"], overrides=variant_overrides(variant, [], own))
+        assert _differences(base.model_dump(mode="json"), config.model_dump(mode="json")) == changed, variant
+        if variant == "templates":  # the pairs still take the dataset's own prompt
+            assert config.labels.prompts == (own, SECOND_PROMPT) and config.labels.pair_template == own
+    best = load_config(WCSBertConfig, DATASETS["agnews"],
+                       overrides=variant_overrides("best", ["calibration", "crops"], own))
+    assert _differences(base.model_dump(mode="json"), best.model_dump(mode="json")) == [
+        "rounds.calibration.enabled", "rounds.text_positives.crops"]
+    assert variant_overrides("base", [], own) == []
+
+
+def _differences(a, b, prefix=""):
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for key in sorted(set(a) | set(b)) for d in _differences(a.get(key), b.get(key), f"{prefix}{key}.")]
+    return [] if a == b else [prefix[:-1]]
