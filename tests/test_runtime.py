@@ -1,26 +1,21 @@
-"""What every Ray worker of a job is given by ``contrastext.runtime``."""
+"""Ray Train settings a fit gives itself."""
 
 import os
 
 import pytest
 
-from contrastext.runtime import worker_environment
-
-
-def test_ray_train_polls_its_workers_often_unless_told_otherwise(monkeypatch):
-    monkeypatch.delenv("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert worker_environment()["RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"] == "0.2"
-    assert worker_environment()["HF_HUB_OFFLINE"] == "1"
-    monkeypatch.setenv("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "5")
-    assert worker_environment()["RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"] == "5"
+from contrastext.config import OutputConfig, TrainConfig
+from contrastext.train.fit import POLL_INTERVAL_ENV, fit
 
 
 @pytest.mark.ray
-def test_the_workers_of_the_session_have_it(ray_session):
-    @ray_session.remote
-    def seen() -> dict:
-        return {k: os.environ.get(k) for k in ("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "HF_HUB_OFFLINE")}
-
-    expected = os.environ.get("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2")
-    assert ray_session.get(seen.remote()) == {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": expected, "HF_HUB_OFFLINE": "1"}
+def test_a_fit_has_ray_train_poll_its_workers_often_unless_told_otherwise(ray_session, monkeypatch, tmp_path):
+    empty = ray_session.data.from_items([{"anchor": "a", "positive": "b"}]).limit(0)
+    monkeypatch.delenv(POLL_INTERVAL_ENV, raising=False)
+    with pytest.raises(ValueError, match="empty"):
+        fit(empty, TrainConfig(), OutputConfig(storage_path=str(tmp_path)), rows=0)
+    assert os.environ[POLL_INTERVAL_ENV] == "0.2"  # Ray Train hands the driver's value to its controller
+    monkeypatch.setenv(POLL_INTERVAL_ENV, "5")
+    with pytest.raises(ValueError, match="empty"):
+        fit(empty, TrainConfig(), OutputConfig(storage_path=str(tmp_path)), rows=0)
+    assert os.environ[POLL_INTERVAL_ENV] == "5"

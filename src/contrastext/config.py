@@ -97,8 +97,8 @@ class TrainConfig(Settings):
     columns: tuple[str, str] = Field(("anchor", "positive"),
                                      description="(anchor, positive) for pair losses, (text, label) for supcon")
     group_column: str | None = Field(
-        None, description="ntxent: rows with the same integer in this column (e.g. a cluster id) are not each "
-                          "other's negatives; a negative or missing value is no group")
+        None, description="ntxent or mnr: rows with the same integer in this column (e.g. a cluster id, a "
+                          "pseudo-label) are not each other's negatives; a negative or missing value is no group")
     no_duplicates: bool = Field(True, description="pair losses: never put the same string twice in a batch")
     shuffle_buffer_rows: int = Field(10_000, ge=0, description="per-worker shuffle buffer, reseeded every epoch")
     checkpoint_every_steps: int | None = Field(500, ge=1, description="None: only at the end of each epoch")
@@ -115,9 +115,9 @@ class TrainConfig(Settings):
         if self.loss.name not in allowed:
             raise ValueError(f"loss {self.loss.name!r} does not suit objective {self.objective!r}; "
                              f"use one of {', '.join(allowed)}")
-        if self.group_column is not None and (self.objective != "embedding" or self.loss.name != "ntxent"):
-            raise ValueError("group_column needs objective 'embedding' with loss 'ntxent' (its negatives are "
-                             f"masked by group); got {self.objective!r} with {self.loss.name!r}")
+        if self.group_column is not None and (self.objective != "embedding" or self.loss.name not in ("ntxent", "mnr")):
+            raise ValueError("group_column needs objective 'embedding' with loss 'ntxent' or 'mnr' (their negatives "
+                             f"are masked by group); got {self.objective!r} with {self.loss.name!r}")
         if self.objective == "classify":
             if self.batch_size % self.classifier.samples_per_class:
                 raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of "

@@ -14,9 +14,6 @@ log = logging.getLogger(__name__)
 # Data folders are not forwarded: a path on the driver's disk means nothing on another node (inputs are
 # URIs, or shipped through the object store). Object-storage settings are; credentials stay per node.
 _FORWARDED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME", *FORWARDED_VARIABLES)
-# Ray Train's controller polls its workers this often (Ray's default 2 s): a fit's end is seen up to that
-# late, which adds seconds to every short fit (a round, a classifier trained over HTTP); set it to override
-_RAY_DEFAULTS = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2"}
 
 
 def local_num_cpus() -> int:
@@ -51,14 +48,9 @@ def init_ray(config: RayConfig | None = None, *, verbose: bool | None = None, **
         console.after_ray_init(context)
 
 
-def worker_environment() -> dict[str, str]:
-    """The variables every Ray worker of the job gets: the driver's hub, object-storage and Ray Train
-    settings where set, else the defaults above."""
-    return {**_RAY_DEFAULTS, **{k: os.environ[k] for k in (*_FORWARDED_ENV, *_RAY_DEFAULTS) if k in os.environ}}
-
-
 def _start(ray, config: RayConfig, init_kwargs: dict):
-    runtime_env = {"env_vars": worker_environment()}
+    env = {k: os.environ[k] for k in _FORWARDED_ENV if k in os.environ}
+    runtime_env = {"env_vars": env} if env else None
     address = config.address or os.environ.get("RAY_ADDRESS")
     if address and address != "local":  # "local" starts a Ray of our own, sized below
         log.info("joining Ray at %s", address)

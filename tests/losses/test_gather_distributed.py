@@ -31,6 +31,16 @@ CLASSES = 8  # logits of the focal cases; every label below is < CLASSES
 TIMEOUT_S = 60
 CLASS_WEIGHTS = torch.tensor([0.5, 2.0, 1.0, 3.0, 1.0, 1.0, 0.25, 1.5], dtype=torch.float64)
 
+class _GroupedMNR(MultipleNegativesRankingLoss):
+    """MNR whose labels are its ``groups`` (pairs of one label are not each other's negatives)."""
+
+    def sum_and_count(self, anchors, positives, labels):
+        return super().sum_and_count(anchors, positives, groups=labels)
+
+    def forward(self, anchors, positives, labels):
+        return self.sum_and_count(anchors, positives, labels).mean()
+
+
 # name -> (loss factory, tensor inputs, whether the labels are passed: SupCon's labels, NT-Xent's groups)
 CASES: dict[str, tuple[Callable[[], torch.nn.Module], tuple[str, ...], bool]] = {
     "mnr": (lambda: MultipleNegativesRankingLoss(scale=20.0), ("anchors", "positives"), False),
@@ -38,6 +48,7 @@ CASES: dict[str, tuple[Callable[[], torch.nn.Module], tuple[str, ...], bool]] = 
                            ("anchors", "positives", "negatives"), False),
     "mnr_symmetric": (lambda: MultipleNegativesRankingLoss(scale=20.0, symmetric=True),
                       ("anchors", "positives", "negatives"), False),
+    "mnr_groups": (lambda: _GroupedMNR(scale=20.0, symmetric=True), ("anchors", "positives"), True),
     "ntxent": (lambda: NTXentLoss(temperature=0.1), ("view_a", "view_b"), False),
     "ntxent_groups": (lambda: NTXentLoss(temperature=0.1), ("view_a", "view_b"), True),
     "supcon": (lambda: SupervisedNTXentLoss(temperature=0.1), ("embeddings",), True),

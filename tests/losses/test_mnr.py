@@ -136,3 +136,54 @@ def test_symmetric_grouped_ignores_same_group_anchors():
         scores = [20.0 * _cos(prompts[labels[i]], anchors[j]) for j in columns]
         total = total + torch.log(sum(torch.exp(s) for s in scores)) - scores[columns.index(i)]
     assert torch.allclose(loss, (forward + total / 4) / 2, atol=1e-5)
+
+
+def _kin_reference(anchors, positives, groups, positive_groups=None):
+    """Forward MNR written out: an anchor's candidates are every positive except the other rows of its
+    group (and, with ``positive_groups``, a repeated positive counts once: its first row)."""
+    n = anchors.shape[0]
+    firsts = {}
+    if positive_groups is not None:
+        for j, key in enumerate(positive_groups):
+            firsts.setdefault(key, j)
+    total = torch.zeros((), dtype=anchors.dtype)
+    for i in range(n):
+        target = firsts[positive_groups[i]] if positive_groups is not None else i
+        columns = [j for j in range(n)
+                   if j == target or ((positive_groups is None or firsts[positive_groups[j]] == j)
+                                      and not (groups[j] == groups[i] and groups[i] >= 0))]
+        scores = [20.0 * _cos(anchors[i], positives[j]) for j in columns]
+        total = total + torch.log(sum(torch.exp(s) for s in scores)) - scores[columns.index(target)]
+    return total / n
+
+
+def test_groups_keep_kin_pairs_of_another_kind_from_being_negatives():
+    """Prompt pairs (text, its label's prompt) and text pairs (text, another text of the label): with the
+    pairs' labels as groups, no row is pushed from its own label's prompt or texts; -1 is no group."""
+    g = torch.Generator().manual_seed(8)
+    prompts = torch.randn(2, 8, generator=g)
+    texts = torch.randn(6, 8, generator=g)
+    anchors = torch.stack([texts[0], texts[1], texts[2], texts[0], texts[3], texts[4]])
+    positives = torch.stack([prompts[0], prompts[0], prompts[1], texts[1], texts[2], texts[5]])
+    groups = [0, 0, 1, 0, 1, -1]
+    keys = [100, 100, 101, 1, 2, 3]  # the prompt rows share a positive
+    loss_fn = MultipleNegativesRankingLoss(scale=20.0)
+    loss = loss_fn(anchors, positives, positive_groups=torch.tensor(keys), groups=torch.tensor(groups))
+    assert torch.allclose(loss, _kin_reference(anchors, positives, groups, keys), atol=1e-5)
+    without = loss_fn(anchors, positives, positive_groups=torch.tensor(keys))
+    assert not torch.allclose(loss, without, atol=1e-3)
+    # no two rows in one group: the plain loss
+    assert torch.allclose(loss_fn(anchors, positives, groups=torch.arange(6)), loss_fn(anchors, positives))
+
+
+def test_symmetric_groups_mask_kin_anchors_too():
+    g = torch.Generator().manual_seed(9)
+    anchors, positives = torch.randn(4, 8, generator=g), torch.randn(4, 8, generator=g)
+    groups = [0, 0, 1, 1]
+    loss = MultipleNegativesRankingLoss(symmetric=True)(anchors, positives, groups=torch.tensor(groups))
+    total = torch.zeros(())
+    for i in range(4):
+        columns = [j for j in range(4) if groups[j] != groups[i] or j == i]
+        scores = [20.0 * _cos(positives[i], anchors[j]) for j in columns]
+        total = total + torch.log(sum(torch.exp(s) for s in scores)) - scores[columns.index(i)]
+    assert torch.allclose(loss, (_kin_reference(anchors, positives, groups) + total / 4) / 2, atol=1e-5)

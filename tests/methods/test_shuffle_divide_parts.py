@@ -82,6 +82,19 @@ def test_negatives_rules_and_their_settings():
         ShuffleDivide(negatives=OtherClusterNegatives(), train=mnr)
 
 
+def test_the_default_builders_settings_and_a_builder_are_not_given_together():
+    with pytest.raises(ValueError, match="give them to it"):
+        ShuffleDivide(pairs=TfidfNeighbourPairs(), shuffle_unit="word")
+    default = ShuffleDivide(shuffle_unit="word", min_units=6, seed=2).pairs
+    assert isinstance(default, ShuffleDividePairs) and (default.unit, default.min_units, default.seed) == ("word", 6, 2)
+
+
+def test_a_builder_that_drops_the_groups_is_told_what_is_missing():
+    model = ShuffleDivide(negatives=OtherClusterNegatives())
+    with pytest.raises(KeyError, match="group"):
+        model.train_epoch([{"anchor": "a", "positive": "b", "id": "0"}], "unused", 1)
+
+
 @pytest.mark.ray
 @pytest.mark.slow
 def test_a_users_pair_builder_is_what_is_trained_and_one_cluster_leaves_ntxent_no_negatives(ray_session,

@@ -37,10 +37,14 @@ TEXTS = [f"report {row} of group {row // PER_GROUP}" for row in range(4 * PER_GR
 @pytest.fixture
 def trained_rows(monkeypatch, tiny_encoder_dir):
     """Every round's training rows; the 'trained' model is the start model."""
-    rows: list[list[dict[str, str]]] = []
+    class Recorded(list):
+        configs: list = []  # each round's training settings
+
+    rows = Recorded()
 
     def fit_rows(round_rows, config, work_dir, name, **where):
         rows.append(round_rows)
+        rows.configs.append(config)
         return SimpleNamespace(model_path=str(tiny_encoder_dir), steps=0)
 
     monkeypatch.setattr("contrastext.methods.wcsbert.fit_rows", fit_rows)
@@ -115,6 +119,10 @@ def test_text_positives_add_text_pairs_to_what_a_round_trains(trained_rows, tiny
     both = fit(text_positives=TextPositivesConfig(crops=True, same_label=True, min_words=4))
     plain_rows, both_rows = trained_rows
     assert plain.history_[0]["text_pairs"] == 0 and len(plain_rows) == 28
+    # with text pairs, pairs of one pseudo-label are not each other's negatives
+    assert [config.group_column for config in trained_rows.configs] == [None, "label"]
+    assert all(row["label"] == row_label for row, row_label in
+               ((r, LABELS.index(r["positive"])) for r in both_rows if r["positive"] in LABELS))
     # 28 kept texts: 28 crop pairs and 28 same-label pairs beside the same 28 prompt pairs
     assert both.history_[0]["text_pairs"] == 56 and len(both_rows) == 84
     assert {tuple(r.values()) for r in plain_rows} < {tuple(r.values()) for r in both_rows}

@@ -196,6 +196,7 @@ def test_ntxent_with_groups_trains_and_a_missing_group_column_is_named(ray_sessi
         fit(ray.data.from_items(_pairs(8)), config, OutputConfig(storage_path=str(tmp_path), name="no-groups"))
 
 
-def test_group_column_needs_ntxent():
+def test_group_column_needs_a_pair_loss_that_masks_negatives():
     with pytest.raises(ValueError, match="group_column needs"):
-        TrainConfig(loss=LossConfig(name="mnr"), group_column="group")
+        TrainConfig(loss=LossConfig(name="supcon"), group_column="group")
+    assert TrainConfig(loss=LossConfig(name="mnr"), group_column="label").group_column == "label"

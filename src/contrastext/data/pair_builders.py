@@ -2,8 +2,8 @@
 
 A pair builder is prepared once on the training texts (``prepare`` returns what it found, for the report),
 then gives each epoch's pairs, ``{anchor, positive, id}`` (and ``group`` when groups are given, for
-``contrastext.methods.negatives``). ``ShuffleDivide`` and the ``shuffle_divide`` job take any object with
-these two methods.
+``contrastext.methods.negatives``). ``ShuffleDivide`` takes any object with these two methods; the
+``shuffle_divide`` job picks one of the two below by its ``pair_method``.
 
     ShuffleDividePairs("sentence")   # the paper's: a document's shuffled units cut in half, fresh every epoch
     TfidfNeighbourPairs()            # each document and its nearest other document by TF-IDF cosine

@@ -8,7 +8,7 @@ the pair builder gives the epoch's positive pairs (default: each document's sent
 half), the negatives rule says which other documents of a batch NT-Xent pushes away, and one epoch of
 ``contrastext.train.fit`` trains from the previous epoch's model. Three parts are pluggable:
 
-- ``pairs``: any object with ``prepare(texts)`` and ``pairs(epoch, groups=)``
+- ``pairs``: any object with ``prepare(texts, labels=)`` and ``pairs(epoch, ids=, groups=)``
   (``contrastext.data.pair_builders``: ``ShuffleDividePairs``, ``TfidfNeighbourPairs``);
 - ``negatives``: ``BatchNegatives`` or ``OtherClusterNegatives`` (``contrastext.methods.negatives``);
 - ``clusterer``: any object with ``fit_predict(embeddings) -> cluster ids`` (default: spherical k-means).
@@ -65,7 +65,8 @@ class ShuffleDivide:
 
     ``clusterer``: default ``SphericalKMeans(n_clusters)``; any object with ``fit_predict`` instead (then
     ``n_clusters`` is its business). ``epochs``: training epochs, each with fresh pairs.
-    ``pairs``: the pair builder; default ``ShuffleDividePairs(shuffle_unit, min_units=min_units, seed=seed)``.
+    ``pairs``: the pair builder; default ``ShuffleDividePairs(shuffle_unit, min_units=min_units, seed=seed)``
+    (``shuffle_unit`` "sentence" and ``min_units`` 4 unless given; with ``pairs`` they are the builder's).
     ``negatives``: default ``BatchNegatives()``; ``OtherClusterNegatives()`` clusters the documents with
     the previous epoch's model (by ``clusterer`` unless it has its own) before each epoch.
     ``work_dir``: where the epochs' checkpoints and models are kept (``history_[i]["model"]``); without one
@@ -73,7 +74,7 @@ class ShuffleDivide:
     """
 
     def __init__(self, encoder: Any = DEFAULT_MODEL, *, n_clusters: int = 8, clusterer: Clusterer | None = None,
-                 epochs: int = 1, shuffle_unit: ShuffleUnit = "sentence", min_units: int = 4,
+                 epochs: int = 1, shuffle_unit: ShuffleUnit | None = None, min_units: int | None = None,
                  pairs: PairBuilder | None = None, negatives: Negatives | None = None,
                  train: TrainConfig | None = None, max_length: int = 256, batch_size: int = 32, seed: int = 0,
                  work_dir: str | os.PathLike[str] | None = None):
@@ -83,9 +84,11 @@ class ShuffleDivide:
         self.n_clusters = n_clusters
         self.clusterer: Clusterer = clusterer if clusterer is not None else SphericalKMeans(n_clusters, seed=seed)
         self.epochs = epochs
-        self.shuffle_unit: ShuffleUnit = shuffle_unit
-        self.min_units = min_units
-        self.pairs = pairs if pairs is not None else ShuffleDividePairs(shuffle_unit, min_units=min_units, seed=seed)
+        if pairs is not None and (shuffle_unit is not None or min_units is not None):
+            raise ValueError("shuffle_unit and min_units set the default pair builder: with pairs=, give them to "
+                             "it (ShuffleDividePairs(unit, min_units=...))")
+        self.pairs = pairs if pairs is not None else ShuffleDividePairs(
+            shuffle_unit or "sentence", min_units=4 if min_units is None else min_units, seed=seed)
         self.negatives: Negatives = negatives if negatives is not None else BatchNegatives()
         self.train = train or default_shuffle_divide_train()
         if self.train.loss.name not in ("ntxent", "mnr"):
@@ -134,6 +137,10 @@ class ShuffleDivide:
         if self.negatives.group_column:
             train = train.model_copy(update={"group_column": self.negatives.group_column})
         columns = ["anchor", "positive"] + ([train.group_column] if train.group_column else [])
+        missing = [column for column in columns if pairs and column not in pairs[0]]
+        if missing:
+            raise KeyError(f"the pairs have no {missing} (they have {sorted(pairs[0])}): the pair builder must "
+                           "give anchor and positive, and the groups it is handed as `group`")
         rows = [{column: pair[column] for column in columns} for pair in pairs]
         return fit_rows(rows, train, work_dir, f"epoch_{epoch:03d}", output=output, export_to=export_to)
 

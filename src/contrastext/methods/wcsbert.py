@@ -150,7 +150,8 @@ class WCSBert:
                 raise ValueError(f"round {r}: no text was kept for training; raise selection.top_fraction or "
                                  "lower selection.threshold")
             order = np.random.default_rng(self.train.seed + r).permutation(len(pairs))
-            rows = [{"anchor": pairs.anchors[i], "positive": pairs.positives[i]} for i in order]
+            rows = [{"anchor": pairs.anchors[i], "positive": pairs.positives[i], "label": pairs.labels[i]}
+                    for i in order]
             result = self.train_round(rows, model, r, folder)
             model = result.model_path
             encoder = load_text_encoder(model, self.max_length)
@@ -203,12 +204,22 @@ class WCSBert:
 
     def train_round(self, pairs, model: str, r: int, work_dir: Path | None = None, *, output: str | None = None,
                     export_to: str | None = None, rows: int | None = None):
-        """Round ``r``'s training from ``model`` on ``pairs`` (``anchor``, ``positive``): a list of dicts, or a
-        Ray Dataset the workers read (``rows`` its length). ``output`` / ``export_to``: the folder or URI to
+        """Round ``r``'s training from ``model`` on ``pairs`` (``pair_columns``): a list of dicts, or a Ray
+        Dataset the workers read (``rows`` its length); with text pairs, pairs of one pseudo-label are not each
+        other's negatives (MNR grouped by ``label``). ``output`` / ``export_to``: the folder or URI to
         train in and where the model goes (the job's, so an interrupted round resumes); else a new folder
         under ``work_dir``. Returns the fit's result, its ``model_path`` the round's model."""
-        train = self.train.model_copy(update={"encoder": self.train.encoder.model_copy(update={"model": model})})
-        return fit_rows(pairs, train, work_dir, f"round_{r}", output=output, export_to=export_to, count=rows)
+        update: dict[str, Any] = {"encoder": self.train.encoder.model_copy(update={"model": model})}
+        if self.text_positives.enabled:
+            # a text pair and its label's prompt pairs belong together: pairs of one label are not negatives
+            update["group_column"] = "label"
+        return fit_rows(pairs, self.train.model_copy(update=update), work_dir, f"round_{r}", output=output,
+                        export_to=export_to, count=rows)
+
+    @property
+    def pair_columns(self) -> list[str]:
+        """The columns of the pairs a round trains on (``label``: each pair's pseudo-label, with text pairs)."""
+        return ["anchor", "positive"] + (["label"] if self.text_positives.enabled else [])
 
     # ------------------------------------------------------------------ inference
     @property
@@ -252,9 +263,10 @@ class WCSBert:
         manifest = json.loads((Path(path) / MANIFEST).read_text(encoding="utf-8"))
         saved = ({"templates": manifest["templates"]} if manifest.get("templates")
                  else {"template": manifest["template"]})
-        if "template" in kwargs or "templates" in kwargs:
+        if kwargs.get("template") is not None or kwargs.get("templates") is not None:
             saved = {}
-        model = cls(str(path), **{**saved, "temperature": manifest["temperature"], **kwargs})
+        start = kwargs.pop("encoder", str(path))  # what a later fit starts from; predictions use the saved model
+        model = cls(start, **{**saved, "temperature": manifest["temperature"], **kwargs})
         model.encoder_ = load_text_encoder(str(path), model.max_length)
         model.label_set_ = LabelSet.build(manifest["labels"], manifest["aliases"])
         model.aliases_ = manifest["aliases"]

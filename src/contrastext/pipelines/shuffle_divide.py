@@ -176,12 +176,13 @@ def _prepare_training(train_docs: LabelledTexts, method, timings: dict[str, floa
 
 def _training_groups(epoch: int, previous_model: str, train_docs: LabelledTexts, method, run_dir: Path | str,
                      config: ShuffleDivideConfig) -> np.ndarray | None:
-    """Each training document's group under the previous epoch's model, from the method's negatives rule
-    (None: plain in-batch negatives).
+    """Each training document's group under the previous epoch's model when the method's negatives rule
+    groups documents (None: plain in-batch negatives).
 
-    When the clustered documents are the training documents, the previous epoch's assignment is that
-    clustering already; otherwise the training documents are encoded with the previous model and grouped
-    on their own. Saved in the epoch's folder, so a resumed epoch trains on the same groups.
+    When the clustered documents are the training documents, the previous epoch's saved assignment is that
+    grouping already (the job's k-means, as the rule would compute it); otherwise the training documents are
+    encoded with the previous model and grouped by the rule. Saved in the epoch's folder, so a resumed epoch
+    trains on the same groups.
     """
     if not method.negatives.group_column:
         return None

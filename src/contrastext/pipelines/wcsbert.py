@@ -592,8 +592,9 @@ def _self_training_round(run: _Run, r: int, folder: str, model: str, model_0: st
     init = model if config.rounds.init == "previous" else model_0
     new_model = storage.join(folder, "model")
     # the workers read the pairs from storage: the driver never holds them as rows
-    result = run.method.train_round(storage.parquet_dataset(_pairs_files(pairs.location), columns=["anchor", "positive"]),
-                                    init, r, output=storage.join(folder, "fit"), export_to=new_model, rows=len(pairs))
+    data = storage.parquet_dataset(_pairs_files(pairs.location), columns=run.method.pair_columns)
+    result = run.method.train_round(data, init, r, output=storage.join(folder, "fit"), export_to=new_model,
+                                    rows=len(pairs))
     training = time.perf_counter() - t
 
     t = time.perf_counter()

@@ -143,7 +143,8 @@ class RoundsConfig(Settings):
 
     rounds: int = Field(2, ge=0)
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
-    max_pairs_per_label: int | None = Field(5000, ge=1, description="cap on pseudo-pairs per label")
+    max_pairs_per_label: int | None = Field(5000, ge=1, description="cap on pseudo-pairs per label (for each "
+                                                                    "kind of pair on its own)")
     pseudo_labels: Literal["prompts", "prototypes"] = Field(
         "prototypes", description="prompts: each item's best label prompt; prototypes: its nearest label prototype "
                                "(prompt-labelled centroids refined by k-means on the pool, see selftrain.prototypes)")

@@ -6,8 +6,9 @@ Two kinds, each off unless asked for (as PESCO does beside its prompt pairs):
 - ``same_label``: a kept text and another kept text of the same pseudo-label, so texts a label holds pull
   together directly and not only through the label's prompt.
 
-Only plain-text pools have texts to pair (a Wikipedia pool's anchors are categories). Every draw is seeded
-by (seed, the text's index), so a round's pairs do not depend on the order the work is done in.
+Only plain-text pools have texts to pair (a Wikipedia pool's anchors are categories). A text's crops are
+seeded by (seed, its index), a label's partner cycle by (seed, the label), so a round's pairs do not depend
+on the order the work is done in. ``max_pairs_per_label`` caps each kind on its own.
 """
 
 from __future__ import annotations
