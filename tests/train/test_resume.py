@@ -39,13 +39,13 @@ FIRST_RUN = textwrap.dedent("""
     config = TrainConfig.model_validate_json(sys.argv[1])
     init_ray(RayConfig(num_cpus=3))
 
-    def slow(batch):  # a slow input pipeline, so the kill lands mid-run
-        time.sleep(0.4)
-        return batch
+    def slow_step(model):  # runs on the first worker after every step: a slow run, so the kill lands mid-run
+        time.sleep(0.5)
+        return {}
 
     rows = [{"anchor": f"anchor text {i}", "positive": f"positive text {i}"} for i in range(%d)]
-    ds = ray.data.from_items(rows).map_batches(slow, batch_size=4)
-    fit(ds, config, OutputConfig(storage_path=sys.argv[2], name="resumable"), rows=len(rows))
+    fit(ray.data.from_items(rows), config.model_copy(update={"eval_every_steps": 1}),
+        OutputConfig(storage_path=sys.argv[2], name="resumable"), rows=len(rows), eval_fn=slow_step)
 """ % ROWS)
 
 
@@ -73,7 +73,14 @@ def test_killed_fit_resumes_from_its_last_checkpoint(ray_session, tiny_encoder_d
     finally:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-    reached = _checkpointed_steps(run_dir)
+    # the killed driver's workers are Ray's: they train on until Ray sees the driver gone, so wait until no
+    # new checkpoint has come for a few seconds
+    reached, quiet_since = _checkpointed_steps(run_dir), time.monotonic()
+    while time.monotonic() - quiet_since < 5 and time.monotonic() < deadline + 60:
+        time.sleep(0.5)
+        now = _checkpointed_steps(run_dir)
+        if now != reached:
+            reached, quiet_since = now, time.monotonic()
     assert reached, "no checkpoint was written before the deadline"
     total = ROWS // config.batch_size
     assert max(reached) < total, "the first run finished before it was killed; nothing to resume"

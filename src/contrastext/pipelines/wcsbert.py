@@ -18,6 +18,7 @@ inside themselves.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from array import array
@@ -656,7 +657,7 @@ def _round_pairs(run: _Run, r: int, folder: str, model: str, embeddings_dir: str
         extra = run.method.text_positive_pairs(full_texts, pseudo, r)
         pairs = _write_pairs(combined(prompt_pairs, extra), storage.join(folder, "pairs"), len(label_set.labels),
                              seed=seed)
-        pairs.text_pairs = len(extra)
+        pairs = dataclasses.replace(pairs, text_pairs=len(extra))
     if not len(pairs):
         raise ValueError(f"round {r}: no pseudo-pairs (kept {len(pseudo.kept)} items); lower "
                          "rounds.selection.threshold or raise top_fraction")
