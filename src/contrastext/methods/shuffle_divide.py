@@ -111,7 +111,8 @@ class ShuffleDivide:
         with work_folder(self.work_dir, "shuffle-divide") as folder:
             model = encoder_spec(self.encoder, folder / "start")
             for epoch in range(1, self.epochs + 1):
-                groups = self.negatives.groups(self._embed(encoder, documents), self.clusterer)
+                groups = (self.negatives.groups(encoder.encode(documents, batch_size=self.batch_size),
+                                                self.clusterer) if self.negatives.group_column else None)
                 pairs = self.pairs.pairs(epoch, groups=groups)
                 result = self.train_epoch(pairs, model, epoch, folder)
                 model = result.model_path
@@ -120,11 +121,6 @@ class ShuffleDivide:
                 encoder = load_text_encoder(model, self.max_length)
         self.encoder_ = encoder
         return self
-
-    def _embed(self, encoder, documents: Sequence[str]) -> np.ndarray:
-        if not self.negatives.group_column:
-            return np.empty((len(documents), 0), dtype=np.float32)  # not looked at: no need to encode
-        return encoder.encode(list(documents), batch_size=self.batch_size)
 
     def train_epoch(self, pairs: Sequence[Mapping[str, Any]], model: str, epoch: int, work_dir: Path | None = None,
                     *, output: str | None = None, export_to: str | None = None):

@@ -18,7 +18,6 @@ inside themselves.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import time
 from array import array
@@ -85,8 +84,7 @@ def method_of(config: WCSBertConfig):
         update={"max_length": rounds.train.encoder.max_length})})
     return WCSBert(config.encoder.model, teacher=teacher, rounds=rounds.rounds, templates=config.labels.prompts,
                    calibration=rounds.calibration, selection=rounds.selection, text_positives=rounds.text_positives,
-                   train=train,
-                   max_pairs_per_label=rounds.max_pairs_per_label, max_length=rounds.train.encoder.max_length,
+                   train=train, max_pairs_per_label=rounds.max_pairs_per_label, max_length=rounds.train.encoder.max_length,
                    batch_size=config.encode.batch_size, guard=rounds.guard, guard_sample=rounds.guard_sample,
                    guard_neighbours=rounds.guard_neighbours, patience=rounds.patience)
 
@@ -334,7 +332,7 @@ def _encode_pool(config: WCSBertConfig, pages: str, model: str, out: str) -> dic
     return stage.mark_done({"rows": summary["rows"], "seconds": summary["timings_s"]["total"]})
 
 
-def _write_pairs(pairs: PseudoPairs, location: str, n_labels: int, seed: int) -> PairsWritten:
+def _write_pairs(pairs: PseudoPairs, location: str, n_labels: int, seed: int, text_pairs: int = 0) -> PairsWritten:
     """The pairs in a seeded random order (the training reads the file as it is: pairs come grouped by
     confidence, batches must mix labels)."""
     table = pa.table({"anchor": pairs.anchors, "positive": pairs.positives,
@@ -342,7 +340,7 @@ def _write_pairs(pairs: PseudoPairs, location: str, n_labels: int, seed: int) ->
     order = np.random.default_rng(seed).permutation(len(pairs))
     storage.delete(location)
     storage.write_parquet(table.take(pa.array(order)), storage.join(location, "part-0.parquet"))
-    return PairsWritten(location, pairs.per_label(n_labels), pairs.conflicts)
+    return PairsWritten(location, pairs.per_label(n_labels), pairs.conflicts, text_pairs)
 
 
 def _pairs_files(location: str) -> list[str]:
@@ -611,7 +609,8 @@ def _self_training_round(run: _Run, r: int, folder: str, model: str, model_0: st
         "kept": int(len(pseudo.kept)),
         "kept_per_label": dict(zip(names, pseudo.kept_per_label(len(names)).tolist())),
         "pairs": len(pairs), "pairs_per_label": dict(zip(names, pairs.per_label.tolist())),
-        "category_conflicts": pairs.conflicts, "text_pairs": pairs.text_pairs, "labels_changed": changed_share(previous_labels, pseudo.label),
+        "category_conflicts": pairs.conflicts, "text_pairs": pairs.text_pairs,
+        "labels_changed": changed_share(previous_labels, pseudo.label),
         "teacher_shares": dict(zip(names, np.round(calibrated.shares, 6).tolist())),
         "calibration_shift": (dict(zip(names, np.round(calibrated.shift, 6).tolist()))
                               if config.rounds.calibration.enabled else None),
@@ -653,11 +652,11 @@ def _round_pairs(run: _Run, r: int, folder: str, model: str, embeddings_dir: str
         full_texts = [""] * len(pool.ids)
         for i, text in zip(pseudo.kept, texts):
             full_texts[i] = " ".join(text.split()[: config.pool.max_words])
-        prompt_pairs = text_pairs(full_texts, pseudo, label_set, labels.pair_template, config.rounds.max_pairs_per_label)
+        prompt_pairs = text_pairs(full_texts, pseudo, label_set, labels.pair_template,
+                                  config.rounds.max_pairs_per_label)
         extra = run.method.text_positive_pairs(full_texts, pseudo, r)
         pairs = _write_pairs(combined(prompt_pairs, extra), storage.join(folder, "pairs"), len(label_set.labels),
-                             seed=seed)
-        pairs = dataclasses.replace(pairs, text_pairs=len(extra))
+                             seed=seed, text_pairs=len(extra))
     if not len(pairs):
         raise ValueError(f"round {r}: no pseudo-pairs (kept {len(pseudo.kept)} items); lower "
                          "rounds.selection.threshold or raise top_fraction")

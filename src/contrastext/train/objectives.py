@@ -125,16 +125,13 @@ class EmbeddingObjective(Objective):
         if self.config.loss.name in PAIR_LOSSES:
             # one forward over anchors and positives together: one padded batch, one DDP forward
             anchors, positives = embed([row[0] for row in batch] + [row[1] for row in batch]).split(len(batch))
+            groups = (torch.tensor([row[2] for row in batch], dtype=torch.long, device=device)
+                      if self.config.group_column is not None else None)
             if self.config.loss.name == "mnr":
                 # rows sharing a positive text (pseudo-pairs of a few labels) must not be each other's negatives
                 same_positive = torch.tensor([label_id(row[1]) for row in batch], dtype=torch.long, device=device)
-                groups = (torch.tensor([row[2] for row in batch], dtype=torch.long, device=device)
-                          if self.config.group_column is not None else None)
                 return [self.loss_fn.sum_and_count(anchors, positives, positive_groups=same_positive, groups=groups)]
-            if self.config.group_column is not None:
-                groups = torch.tensor([row[2] for row in batch], dtype=torch.long, device=device)
-                return [self.loss_fn.sum_and_count(anchors, positives, groups=groups)]
-            return [self.loss_fn.sum_and_count(anchors, positives)]
+            return [self.loss_fn.sum_and_count(anchors, positives, groups=groups)]
         labels = torch.tensor([label for _, label in batch], dtype=torch.long, device=device)
         return [self.loss_fn.sum_and_count(embed([t for t, _ in batch]), labels)]
 

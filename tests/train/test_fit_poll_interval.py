@@ -1,4 +1,4 @@
-"""Ray Train settings a fit gives itself."""
+"""The Ray Train setting a fit gives itself: how often the controller polls its workers."""
 
 import os
 
