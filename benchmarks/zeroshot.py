@@ -13,9 +13,10 @@ time that of the run that made it.
 - 20ng: 20 Newsgroups with readable group names, ``configs/wcsbert_20ng_readable.yaml``;
 - vital: the Vital-article topics, the job's default data.
 
-Variants: ``untrained`` (no round), ``base`` (the shipped rounds), one option alone each (``calibration``,
-``templates``: the dataset's prompt ensembled with "This text is about {label}.", ``crops``, ``same_label``),
-and ``best``: the options named by ``--best`` together. A run
+Variants: ``untrained`` (no round), ``base`` (the rounds with every option off), one option alone each
+(``calibration``, ``templates``: the dataset's prompt ensembled with "This text is about {label}.", ``crops``,
+``same_label``), ``best``: the options named by ``--best`` together, and ``default``: the shipped settings
+(same-label pairs on). A run
 whose folder under ``--out`` is complete is read back, not redone (the job's stages resume).
 """
 
@@ -49,14 +50,20 @@ OPTIONS = {
 }
 
 
+#: the options the shipped settings turn on, turned off for every variant that does not name them
+DEFAULT_ON = {"same_label": "rounds.text_positives.same_label=false"}
+VARIANTS = ["untrained", "base", *OPTIONS, "best", "default"]
+
+
 def variant_overrides(variant: str, best: list[str], template: str) -> list[str]:
     """The job settings of ``variant``; ``template``: the dataset's own prompt."""
     if variant == "untrained":
         return ["rounds.rounds=0"]
-    if variant == "base":
+    if variant == "default":
         return []
-    options = best if variant == "best" else [variant]
-    return [setting.replace("{template!r}", repr(template)) for option in options for setting in OPTIONS[option]]
+    options = {"base": [], "best": best}.get(variant, [variant])
+    return [off for option, off in DEFAULT_ON.items() if option not in options] + [
+        setting.replace("{template!r}", repr(template)) for option in options for setting in OPTIONS[option]]
 
 
 def run_one(dataset: str, variant: str, args: argparse.Namespace) -> dict:
@@ -86,8 +93,7 @@ def run_one(dataset: str, variant: str, args: argparse.Namespace) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
-    parser.add_argument("--variants", nargs="+", default=["untrained", "base", *OPTIONS, "best"],
-                        choices=["untrained", "base", *OPTIONS, "best"])
+    parser.add_argument("--variants", nargs="+", default=VARIANTS, choices=VARIANTS)
     parser.add_argument("--best", type=lambda s: [o for o in s.split(",") if o], default=["calibration"],
                         help="comma-separated options combined in the `best` row")
     parser.add_argument("--pool-rows", type=int, default=2000)

@@ -32,22 +32,27 @@ def test_readable_20ng_names_give_every_group_one_alias():
 def test_each_variant_changes_only_what_it_names():
     from zeroshot import DATASETS, SECOND_PROMPT, variant_overrides
 
-    base = load_config(WCSBertConfig, DATASETS["agnews"])
-    own = base.labels.template
+    shipped = load_config(WCSBertConfig, DATASETS["agnews"])
+    own = shipped.labels.template
+    base = load_config(WCSBertConfig, DATASETS["agnews"], overrides=variant_overrides("base", [], own))
+    # the baseline is every option off, the shipped settings' same-label pairs too
+    assert _differences(shipped.model_dump(mode="json"), base.model_dump(mode="json")) == [
+        "rounds.text_positives.same_label"]
+    assert variant_overrides("default", ["crops"], own) == []
     for variant, changed in [("calibration", ["rounds.calibration.enabled"]),
                              ("crops", ["rounds.text_positives.crops"]),
                              ("same_label", ["rounds.text_positives.same_label"]),
-                             ("templates", ["labels.template", "labels.templates"]),
-                             ("untrained", ["rounds.rounds"])]:
+                             ("templates", ["labels.template", "labels.templates"])]:
         config = load_config(WCSBertConfig, DATASETS["agnews"], overrides=variant_overrides(variant, [], own))
         assert _differences(base.model_dump(mode="json"), config.model_dump(mode="json")) == changed, variant
         if variant == "templates":  # the pairs still take the dataset's own prompt
             assert config.labels.prompts == (own, SECOND_PROMPT) and config.labels.pair_template == own
+    untrained = load_config(WCSBertConfig, DATASETS["agnews"], overrides=variant_overrides("untrained", [], own))
+    assert _differences(shipped.model_dump(mode="json"), untrained.model_dump(mode="json")) == ["rounds.rounds"]
     best = load_config(WCSBertConfig, DATASETS["agnews"],
-                       overrides=variant_overrides("best", ["calibration", "crops"], own))
+                       overrides=variant_overrides("best", ["calibration", "crops", "same_label"], own))
     assert _differences(base.model_dump(mode="json"), best.model_dump(mode="json")) == [
-        "rounds.calibration.enabled", "rounds.text_positives.crops"]
-    assert variant_overrides("base", [], own) == []
+        "rounds.calibration.enabled", "rounds.text_positives.crops", "rounds.text_positives.same_label"]
 
 
 def _differences(a, b, prefix=""):

@@ -62,7 +62,9 @@ def test_one_round_of_self_training_beats_the_untrained_model_on_held_out_texts(
     assert before == pytest.approx(0.705, abs=0.03)
     assert after >= before + 0.05, (before, after)
     (record,) = self_trained.history_
-    assert record["round"] == 1 and record["pairs"] == record["kept"] and 150 <= record["kept"] <= 200
+    # each kept text paired with its label's prompt and (the default) with another kept text of its label
+    assert record["round"] == 1 and 150 <= record["kept"] <= 200
+    assert record["pairs"] == record["kept"] + record["text_pairs"] and record["text_pairs"] == record["kept"]
     assert record["steps"] == int(np.ceil(record["pairs"] / 32))
 
 

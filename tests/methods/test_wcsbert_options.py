@@ -52,6 +52,10 @@ def trained_rows(monkeypatch, tiny_encoder_dir):
 
 
 def _fit(tiny_encoder_dir, tmp_path, **options) -> WCSBert:
+    """A round of prompt pairs only, unless ``options`` ask for text pairs."""
+    from contrastext.selftrain.text_positives import TextPositivesConfig
+
+    options.setdefault("text_positives", TextPositivesConfig(same_label=False))
     return WCSBert(str(tiny_encoder_dir), teacher=FixedTeacher(), rounds=1, guard=False, work_dir=tmp_path,
                    **options).fit(TEXTS, LABELS)
 
@@ -115,7 +119,7 @@ def test_text_positives_add_text_pairs_to_what_a_round_trains(trained_rows, tiny
     texts = [f"{text} " + " ".join(f"w{row}x{k}" for k in range(6)) for row, text in enumerate(TEXTS)]
     fit = lambda **options: WCSBert(str(tiny_encoder_dir), teacher=FixedTeacher(), rounds=1, guard=False,  # noqa: E731
                                     work_dir=tmp_path, calibration=True, **options).fit(texts, LABELS)
-    plain = fit()
+    plain = fit(text_positives=TextPositivesConfig(same_label=False))
     both = fit(text_positives=TextPositivesConfig(crops=True, same_label=True, min_words=4))
     plain_rows, both_rows = trained_rows
     assert plain.history_[0]["text_pairs"] == 0 and len(plain_rows) == 28

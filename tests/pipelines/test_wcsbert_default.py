@@ -40,6 +40,8 @@ def test_the_default_self_trains_on_one_half_evaluates_on_the_other_and_guards_i
     guards = [summary["guard_round_0"], *[r["guard"] for r in summary["rounds"]]]
     parts = [summary["guard_round_0_parts"], *summary["rounds"]]
     assert len(guards) == 3
+    # a plain-text pool: each round also trains on pairs of kept texts sharing a pseudo-label (the default)
+    assert all(r["text_pairs"] > 0 for r in summary["rounds"])
     for guard, part in zip(guards, parts):  # kappa times the share of the 11 labels still anchored
         assert guard == pytest.approx(part["guard_kappa"] * part["guard_anchored"])
         assert round(part["guard_anchored"] * 11) == pytest.approx(part["guard_anchored"] * 11)

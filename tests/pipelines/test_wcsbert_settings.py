@@ -1,7 +1,9 @@
 """Which setting changes make a finished WC-SBERT round run again."""
 
+from contrastext.config import load_config
 from contrastext.pipelines.wcsbert import round_settings
 from contrastext.selftrain.config import WCSBertConfig
+from contrastext.selftrain.text_positives import TextPositivesConfig
 from contrastext.stages import as_json, setting_differences
 
 
@@ -21,7 +23,7 @@ def test_how_many_rounds_run_and_when_to_stop_do_not_change_a_finished_round():
 
 def test_a_marker_that_kept_every_round_setting_still_matches():
     # markers written before the round's settings were trimmed hold all of them
-    config = WCSBertConfig()
+    config = _with_rounds(WCSBertConfig(), text_positives=TextPositivesConfig(same_label=True))
     old = as_json({**round_settings(config, "m0"), "rounds": config.rounds.model_dump(mode="json")})
     assert setting_differences(old, round_settings(_with_rounds(config, rounds=7), "m0")) == []
     assert setting_differences(old, round_settings(_with_rounds(config, init="base"), "m0")) == ["rounds.init"]
@@ -56,7 +58,7 @@ def test_the_job_pseudo_labels_and_trains_its_rounds_through_the_wcsbert_class()
     assert method.teacher == PrototypeTeacher(fraction=0.3, iterations=2)
     assert method.calibration == config.rounds.calibration and method.calibration.enabled
     assert method.selection == config.rounds.selection and method.selection.top_fraction == 0.4
-    assert method.text_positives == config.rounds.text_positives and method.text_positives.crops
+    assert method.text_positives == config.rounds.text_positives.resolved() and method.text_positives.crops
     assert method.prompts == ("A {label} story.", "{label}") and method.template == config.labels.pair_template
     # a round trains the job's round settings, with the job's encoder (its pooling) at the round's length
     assert method.train.batch_size == 8 and method.train.loss == config.rounds.train.loss
@@ -64,3 +66,11 @@ def test_the_job_pseudo_labels_and_trains_its_rounds_through_the_wcsbert_class()
     assert (method.max_pairs_per_label, method.guard_sample, method.patience) == (7, 50, 2)
     prompts = load_config(WCSBertConfig, overrides=["rounds.pseudo_labels=prompts"])
     assert isinstance(method_of(prompts).teacher, PromptTeacher)
+
+
+def test_a_round_made_before_same_label_pairs_were_the_default_runs_again_on_plain_texts_only():
+    # such a round's marker holds same_label false; the default now means "on for plain texts"
+    for source, changed in [("texts", ["rounds.text_positives.same_label"]), ("wikipedia", [])]:
+        config = load_config(WCSBertConfig, overrides=[f"pool.source={source}"])
+        before = _with_rounds(config, text_positives=TextPositivesConfig(same_label=False))
+        assert setting_differences(as_json(round_settings(before, "m0")), round_settings(config, "m0")) == changed

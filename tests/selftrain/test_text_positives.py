@@ -24,20 +24,23 @@ def _source(span: str) -> int:
     return index
 
 
+CROPS_ONLY = TextPositivesConfig(crops=True, crop_share=0.5, same_label=False)
+
+
 def test_crops_are_two_different_spans_of_one_kept_text():
-    pairs = text_positive_pairs(TEXTS, _pseudo(), TextPositivesConfig(crops=True, crop_share=0.5), seed=3)
+    pairs = text_positive_pairs(TEXTS, _pseudo(), CROPS_ONLY, seed=3)
     assert len(pairs) == 6  # every kept text but the short one
     for anchor, positive, label in zip(pairs.anchors, pairs.positives, pairs.labels):
         i = _source(anchor)
         assert _source(positive) == i and i in KEPT and label == LABEL[i] and anchor != positive
         assert len(anchor.split()) == len(positive.split()) == round(0.5 * len(TEXTS[i].split()))
-    again = text_positive_pairs(TEXTS, _pseudo(), TextPositivesConfig(crops=True, crop_share=0.5), seed=3)
-    other = text_positive_pairs(TEXTS, _pseudo(), TextPositivesConfig(crops=True, crop_share=0.5), seed=4)
+    again = text_positive_pairs(TEXTS, _pseudo(), CROPS_ONLY, seed=3)
+    other = text_positive_pairs(TEXTS, _pseudo(), CROPS_ONLY, seed=4)
     assert again == pairs and other.anchors != pairs.anchors
 
 
 def test_same_label_pairs_join_kept_texts_of_one_label_and_never_a_text_with_itself():
-    pairs = text_positive_pairs(TEXTS, _pseudo(), TextPositivesConfig(same_label=True), seed=0)
+    pairs = text_positive_pairs(TEXTS, _pseudo(), TextPositivesConfig(), seed=0)
     # label 0 keeps 0, 1, 2, 8; label 1 keeps 3, 4; label 2 keeps only 5 (no partner)
     assert sorted(TEXTS.index(a) for a in pairs.anchors) == [0, 1, 2, 3, 4, 8]
     for anchor, positive, label in zip(pairs.anchors, pairs.positives, pairs.labels):
@@ -53,13 +56,19 @@ def test_a_cap_keeps_the_most_confident_and_off_gives_nothing():
     crops = [a for a, p in zip(capped.anchors, capped.positives) if a not in TEXTS]
     assert sorted({_source(a) for a in crops}) == [0, 3, 5]  # the first kept text of each label
     assert [TEXTS.index(a) for a in capped.anchors if a in TEXTS] == [0, 3]
-    assert len(text_positive_pairs(TEXTS, _pseudo(), TextPositivesConfig(), seed=0)) == 0
+    assert len(text_positive_pairs(TEXTS, _pseudo(), TextPositivesConfig(same_label=False), seed=0)) == 0
     assert two_crops(["one", "two"], 0.9, np.random.default_rng(0)) is None  # one span only
     assert sorted(two_crops(["one", "two"], 0.5, np.random.default_rng(0))) == ["one", "two"]
 
 
 def test_only_a_plain_text_pool_has_texts_to_pair():
-    with pytest.raises(ValueError, match="pool.source=texts"):
-        load_config(WCSBertConfig, overrides=["pool.source=wikipedia", "rounds.text_positives.crops=true"])
-    config = load_config(WCSBertConfig, overrides=["rounds.text_positives.same_label=true"])
-    assert config.rounds.text_positives.enabled
+    for option in ["crops", "same_label"]:
+        with pytest.raises(ValueError, match="pool.source=texts"):
+            load_config(WCSBertConfig, overrides=["pool.source=wikipedia", f"rounds.text_positives.{option}=true"])
+    # same-label pairs are on by default for a plain-text pool, off for a Wikipedia one
+    from contrastext.pipelines.wcsbert import method_of
+
+    texts = method_of(load_config(WCSBertConfig)).text_positives
+    assert texts.same_label and not texts.crops and texts.enabled
+    wikipedia = method_of(load_config(WCSBertConfig, overrides=["pool.source=wikipedia"])).text_positives
+    assert wikipedia.same_label is False and not wikipedia.enabled

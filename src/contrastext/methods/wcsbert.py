@@ -55,8 +55,8 @@ class WCSBert:
     training pairs' positives are the first template's prompts (``selftrain.pseudo_pairs``).
     ``calibration``: correct the teacher's scores by each label's share of the texts before selecting
     (``selftrain.calibration``; True: its default settings; off by default).
-    ``text_positives``: text–text pairs beside the label-prompt ones, two word spans of a kept text and/or two
-    kept texts of one pseudo-label (``selftrain.text_positives``; off by default).
+    ``text_positives``: text–text pairs beside the label-prompt ones, two word spans of a kept text (off by
+    default) and two kept texts of one pseudo-label (on by default; ``selftrain.text_positives``).
     ``train``: a round's training settings (default: the job's, MNR at batch 32).
     ``predict_proba`` is a softmax of the label scores (cosines) over ``temperature``.
 
@@ -92,7 +92,7 @@ class WCSBert:
         self.calibration = (calibration if isinstance(calibration, CalibrationConfig)
                             else CalibrationConfig(enabled=bool(calibration)))
         self.selection = selection or SelectionConfig()
-        self.text_positives = text_positives or TextPositivesConfig()
+        self.text_positives = (text_positives or TextPositivesConfig()).resolved()
         self.train = train or round_train()
         self.max_pairs_per_label = max_pairs_per_label
         self.max_length = max_length

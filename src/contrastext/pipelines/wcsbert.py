@@ -49,7 +49,7 @@ from contrastext.selftrain.pseudo_pairs import PseudoPairs, label_prompts, text_
 from contrastext.selftrain.scoring import changed_share, embed_label_strings, label_prompt_vectors, score_pool
 from contrastext.selftrain.stopping import RoundStop
 from contrastext.selftrain.teachers import PrototypeTeacher
-from contrastext.selftrain.text_positives import combined
+from contrastext.selftrain.text_positives import TextPositivesConfig, combined
 from contrastext.stages import Stage, say
 
 
@@ -66,8 +66,13 @@ def _say(message: str) -> None:
 def round_settings(config: WCSBertConfig, start_model: str) -> dict[str, Any]:
     """What a round's outputs depend on (its done-marker compares them)."""
     rounds = {k: v for k, v in config.rounds.model_dump(mode="json").items() if k not in _NOT_PART_OF_A_ROUND}
+    rounds["text_positives"] = _text_positives(config).model_dump(mode="json")
     return {"rounds": rounds, "labels": config.labels.model_dump(mode="json"), "from": start_model,
             "pool": config.pool.model_dump(mode="json")}
+
+
+def _text_positives(config: WCSBertConfig) -> TextPositivesConfig:
+    return config.rounds.text_positives.resolved(plain_texts=config.pool.source == "texts")
 
 
 def method_of(config: WCSBertConfig):
@@ -83,7 +88,7 @@ def method_of(config: WCSBertConfig):
     train = rounds.train.model_copy(update={"encoder": config.encoder.model_copy(
         update={"max_length": rounds.train.encoder.max_length})})
     return WCSBert(config.encoder.model, teacher=teacher, rounds=rounds.rounds, templates=config.labels.prompts,
-                   calibration=rounds.calibration, selection=rounds.selection, text_positives=rounds.text_positives,
+                   calibration=rounds.calibration, selection=rounds.selection, text_positives=_text_positives(config),
                    train=train, max_pairs_per_label=rounds.max_pairs_per_label, max_length=rounds.train.encoder.max_length,
                    batch_size=config.encode.batch_size, guard=rounds.guard, guard_sample=rounds.guard_sample,
                    guard_neighbours=rounds.guard_neighbours, patience=rounds.patience)

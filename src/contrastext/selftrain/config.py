@@ -157,8 +157,8 @@ class RoundsConfig(Settings):
                                                        "selection (selftrain.calibration; off by default)")
     text_positives: TextPositivesConfig = Field(
         default_factory=TextPositivesConfig, description="text–text pairs beside the (text, label prompt) ones: "
-        "two word spans of a kept text, two kept texts of one pseudo-label (selftrain.text_positives; "
-        "plain-text pools only; off by default)")
+        "two word spans of a kept text (off by default), two kept texts of one pseudo-label (on by default "
+        "for a plain-text pool, off for Wikipedia; selftrain.text_positives)")
     init: Literal["previous", "base"] = Field(
         "previous", description="round r trains from round r-1's model, or always from the stage-1 model")
     reencode: bool = Field(True, description="re-encode the pool with each round's model (False: score the "
@@ -232,7 +232,8 @@ class WCSBertConfig(Settings):
 
     @model_validator(mode="after")
     def _text_positives_need_texts(self) -> "WCSBertConfig":
-        if self.rounds.text_positives.enabled and self.pool.source != "texts":
+        positives = self.rounds.text_positives
+        if self.pool.source != "texts" and (positives.crops or positives.same_label):
             raise ValueError("rounds.text_positives needs pool.source=texts: a Wikipedia pool's pairs are "
                              "categories, it has no kept texts to pair")
         return self
