@@ -66,6 +66,40 @@ def variant_overrides(variant: str, best: list[str], template: str) -> list[str]
         setting.replace("{template!r}", repr(template)) for option in options for setting in OPTIONS[option]]
 
 
+def pool_label_quality(run: Path, config: WCSBertConfig) -> list[dict]:
+    """Per round, how right the teacher's pseudo-labels were against the pool's gold labels, which only this
+    benchmark reads, after the run: over the whole pool, and over the items kept for training."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from contrastext.data.sources import load_texts
+
+    def key(text: str) -> str:  # the pool stores a text's first max_words words
+        return " ".join(text.split()[:config.pool.max_words])
+
+    gold_texts = load_texts(config.evaluation.texts, data_dir=config.data_dir)
+    if config.pool.half is not None:
+        gold_texts = gold_texts.split_halves(config.pool.split_seed)[config.pool.half == "second"]
+    gold_of = {key(t): config.labels.names.index(label) for t, label in zip(gold_texts.texts, gold_texts.labels)}
+    pool = [key(t) for t in pq.read_table(run / "pool" / "pages.parquet").column("text").to_pylist()]
+    gold = np.array([gold_of.get(t, -1) for t in pool])
+    out = []
+    for r in range(1, config.rounds.rounds + 1):
+        labels_file = run / f"round_{r}" / "pseudo_labels.npy"
+        if not labels_file.is_file():
+            break
+        labels = np.load(labels_file)
+        index = {t: i for i, t in enumerate(pool)}
+        anchors = {key(a) for a in pq.read_table(run / f"round_{r}" / "pairs").column("anchor").to_pylist()}
+        kept = np.array(sorted(index[a] for a in anchors if a in index), dtype=int)
+        known = gold >= 0
+        out.append({"round": r, "pool_right": round(float(np.mean(labels[known] == gold[known])), 4),
+                    "kept": int(len(kept)),
+                    "kept_right": round(float(np.mean(labels[kept] == gold[kept])), 4) if len(kept) else None,
+                    "pool_matched": round(float(known.mean()), 4)})
+    return out
+
+
 def run_one(dataset: str, variant: str, args: argparse.Namespace) -> dict:
     from contrastext.pipelines.wcsbert import run_wcsbert
 
@@ -87,6 +121,7 @@ def run_one(dataset: str, variant: str, args: argparse.Namespace) -> dict:
             "macro_f1": summary["final"]["macro_f1"], "chosen_round": summary["chosen_round"],
             "round_accuracy": [r.get("eval_accuracy") for r in rounds],
             "text_pairs": [r.get("text_pairs", 0) for r in rounds],
+            "pseudo_labels": pool_label_quality(args.out / dataset / variant, config),
             "seconds": seconds, "overrides": sets}
 
 

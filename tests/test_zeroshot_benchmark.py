@@ -59,3 +59,36 @@ def _differences(a, b, prefix=""):
     if isinstance(a, dict) and isinstance(b, dict):
         return [d for key in sorted(set(a) | set(b)) for d in _differences(a.get(key), b.get(key), f"{prefix}{key}.")]
     return [] if a == b else [prefix[:-1]]
+
+
+def test_pool_label_quality_scores_the_teachers_labels_against_the_pools_gold_labels(tmp_path):
+    import json
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from zeroshot import pool_label_quality
+
+    texts = [f"text number {i} about {'sport' if i % 2 else 'money'}" for i in range(8)]
+    data = tmp_path / "labelled.jsonl"
+    data.write_text("".join(json.dumps({"text": t, "label": ["Business", "Sports"][i % 2]}) + "\n"
+                            for i, t in enumerate(texts)))
+    config = load_config(WCSBertConfig, overrides=[
+        "labels.names=[Business, Sports]", "labels.aliases={}", f"pool.texts={{path: {data}}}", "pool.half=null",
+        f"evaluation.texts={{path: {data}}}", "evaluation.half=null", "rounds.rounds=2"])
+    run = tmp_path / "run"
+    (run / "pool").mkdir(parents=True)
+    pool = texts[2:]  # the pool: a sample, in its own order
+    pq.write_table(pa.table({"text": pool}), run / "pool" / "pages.parquet")
+    gold = np.array([i % 2 for i in range(2, 8)])
+    wrong_two = gold.copy()
+    wrong_two[[0, 5]] = 1 - wrong_two[[0, 5]]
+    for r, labels, kept in [(1, wrong_two, [1, 2, 5]), (2, gold, [0, 1])]:
+        (run / f"round_{r}").mkdir()
+        np.save(run / f"round_{r}" / "pseudo_labels.npy", labels.astype(np.int16))
+        anchors = [pool[i] for i in kept] + ["a crop of some text"]  # a crop is no pool item
+        pq.write_table(pa.table({"anchor": anchors, "positive": ["Business"] * len(anchors)}),
+                       run / f"round_{r}" / "pairs")
+    assert pool_label_quality(run, config) == [
+        {"round": 1, "pool_right": round(4 / 6, 4), "kept": 3, "kept_right": round(2 / 3, 4), "pool_matched": 1.0},
+        {"round": 2, "pool_right": 1.0, "kept": 2, "kept_right": 1.0, "pool_matched": 1.0}]
