@@ -15,8 +15,10 @@ time that of the run that made it.
 
 Variants: ``untrained`` (no round), ``base`` (the rounds with every option off), one option alone each
 (``calibration``, ``templates``: the dataset's prompt ensembled with "This text is about {label}.", ``crops``,
-``same_label``), ``best``: the options named by ``--best`` together, and ``default``: the shipped settings
-(same-label pairs on). A run
+``same_label``), ``best``: the options named by ``--best`` together, ``default``: the shipped settings
+(same-label pairs on), and ``probe``, the one row that reads labels to train (a reference, see
+``labelled_probe``). Each run also reports, per round, how many of the pool's pseudo-labels and of the
+items kept for training were right (``pool_label_quality``: gold labels read after the run). A run
 whose folder under ``--out`` is complete is read back, not redone (the job's stages resume).
 """
 
@@ -27,6 +29,8 @@ import json
 import os
 import time
 from pathlib import Path
+
+import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -52,12 +56,12 @@ OPTIONS = {
 
 #: the options the shipped settings turn on, turned off for every variant that does not name them
 DEFAULT_ON = {"same_label": "rounds.text_positives.same_label=false"}
-VARIANTS = ["untrained", "base", *OPTIONS, "best", "default"]
+VARIANTS = ["untrained", "base", *OPTIONS, "best", "default", "probe"]
 
 
 def variant_overrides(variant: str, best: list[str], template: str) -> list[str]:
     """The job settings of ``variant``; ``template``: the dataset's own prompt."""
-    if variant == "untrained":
+    if variant in ("untrained", "probe"):
         return ["rounds.rounds=0"]
     if variant == "default":
         return []
@@ -66,38 +70,65 @@ def variant_overrides(variant: str, best: list[str], template: str) -> list[str]
         setting.replace("{template!r}", repr(template)) for option in options for setting in OPTIONS[option]]
 
 
-def pool_label_quality(run: Path, config: WCSBertConfig) -> list[dict]:
-    """Per round, how right the teacher's pseudo-labels were against the pool's gold labels, which only this
-    benchmark reads, after the run: over the whole pool, and over the items kept for training."""
-    import numpy as np
+def _pool_gold(run: Path, config: WCSBertConfig) -> tuple[list[str], np.ndarray]:
+    """The run's pool texts (as stored: a text's first ``max_words`` words) and their gold label ids (-1 where
+    a text is not found in the labelled file), read only by this benchmark."""
     import pyarrow.parquet as pq
 
     from contrastext.data.sources import load_texts
 
-    def key(text: str) -> str:  # the pool stores a text's first max_words words
+    def key(text: str) -> str:
         return " ".join(text.split()[:config.pool.max_words])
 
-    gold_texts = load_texts(config.evaluation.texts, data_dir=config.data_dir)
+    labelled = load_texts(config.evaluation.texts, data_dir=config.data_dir)
     if config.pool.half is not None:
-        gold_texts = gold_texts.split_halves(config.pool.split_seed)[config.pool.half == "second"]
-    gold_of = {key(t): config.labels.names.index(label) for t, label in zip(gold_texts.texts, gold_texts.labels)}
+        labelled = labelled.split_halves(config.pool.split_seed)[config.pool.half == "second"]
+    gold_of = {key(t): config.labels.names.index(label) for t, label in zip(labelled.texts, labelled.labels)}
     pool = [key(t) for t in pq.read_table(run / "pool" / "pages.parquet").column("text").to_pylist()]
-    gold = np.array([gold_of.get(t, -1) for t in pool])
+    return pool, np.array([gold_of.get(t, -1) for t in pool])
+
+
+def pool_label_quality(run: Path, config: WCSBertConfig) -> list[dict]:
+    """Per round, how right the teacher's pseudo-labels were against the pool's gold labels, which only this
+    benchmark reads, after the run: over the whole pool, and over the items kept for training."""
+    import pyarrow.parquet as pq
+
+    pool, gold = _pool_gold(run, config)
+    index = {t: i for i, t in enumerate(pool)}
+    known = gold >= 0
     out = []
     for r in range(1, config.rounds.rounds + 1):
         labels_file = run / f"round_{r}" / "pseudo_labels.npy"
         if not labels_file.is_file():
             break
         labels = np.load(labels_file)
-        index = {t: i for i, t in enumerate(pool)}
-        anchors = {key(a) for a in pq.read_table(run / f"round_{r}" / "pairs").column("anchor").to_pylist()}
-        kept = np.array(sorted(index[a] for a in anchors if a in index), dtype=int)
-        known = gold >= 0
+        anchors = pq.read_table(run / f"round_{r}" / "pairs").column("anchor").to_pylist()
+        kept = np.array(sorted({index[a] for a in anchors if a in index}), dtype=int)
         out.append({"round": r, "pool_right": round(float(np.mean(labels[known] == gold[known])), 4),
                     "kept": int(len(kept)),
                     "kept_right": round(float(np.mean(labels[kept] == gold[kept])), 4) if len(kept) else None,
                     "pool_matched": round(float(known.mean()), 4)})
     return out
+
+
+def labelled_probe(run: Path, config: WCSBertConfig) -> float:
+    """The one figure that reads labels to train: a logistic regression on the untrained model's embeddings
+    of the pool, fitted to the pool's gold labels, scored on the evaluation set. It tells how well the frozen
+    encoder separates the labels at all: a reference for the label-free rows, not one of them."""
+    from sklearn.linear_model import LogisticRegression
+
+    from contrastext.pipelines.wcsbert import load_eval_set
+
+    pool, gold = _pool_gold(run, config)
+    known = gold >= 0
+    encoder = config.encoder.load()
+    features = np.asarray(encoder.encode([t for t, k in zip(pool, known) if k], batch_size=64))
+    eval_set, reason = load_eval_set(config, Path(config.data_dir))
+    if eval_set is None:
+        raise SystemExit(f"probe: {reason}")
+    probe = LogisticRegression(max_iter=2000).fit(features, gold[known])
+    predicted = probe.predict(eval_set.evaluator.embed(encoder))
+    return float(np.mean(predicted == eval_set.evaluator.label_ids))
 
 
 def run_one(dataset: str, variant: str, args: argparse.Namespace) -> dict:
@@ -112,6 +143,8 @@ def run_one(dataset: str, variant: str, args: argparse.Namespace) -> dict:
     config = load_config(WCSBertConfig, DATASETS[dataset], overrides=sets)
     timing = args.out / dataset / variant / "zeroshot_seconds.json"  # the run's own time, kept for read-backs
     started = time.perf_counter()
+    if variant == "probe":
+        return probe_row(dataset, args, config)
     summary = run_wcsbert(config)
     if not timing.is_file():
         timing.write_text(json.dumps({"seconds": round(time.perf_counter() - started, 1)}))
@@ -123,6 +156,20 @@ def run_one(dataset: str, variant: str, args: argparse.Namespace) -> dict:
             "text_pairs": [r.get("text_pairs", 0) for r in rounds],
             "pseudo_labels": pool_label_quality(args.out / dataset / variant, config),
             "seconds": seconds, "overrides": sets}
+
+
+def probe_row(dataset: str, args: argparse.Namespace, untrained: WCSBertConfig) -> dict:
+    """The labelled probe on the pool of the ``untrained`` run (made first when absent)."""
+    from contrastext.pipelines.wcsbert import run_wcsbert
+
+    run = args.out / dataset / "untrained"
+    if not (run / "pool" / "pages.parquet").is_file():
+        run_wcsbert(untrained.model_copy(update={"output": untrained.output.model_copy(update={"name": "untrained"})}))
+    started = time.perf_counter()
+    accuracy = labelled_probe(run, untrained)
+    return {"dataset": dataset, "variant": "probe", "accuracy": accuracy, "macro_f1": float("nan"),
+            "chosen_round": "-", "round_accuracy": [], "text_pairs": [], "pseudo_labels": [],
+            "seconds": round(time.perf_counter() - started, 1), "overrides": []}
 
 
 def main() -> None:
@@ -154,10 +201,13 @@ def main() -> None:
             write_result("zeroshot", result)  # after every run: a stopped benchmark keeps what it measured
             print(f"zeroshot: {dataset} {variant}: accuracy {rows[-1]['accuracy']:.4f} "
                   f"({rows[-1]['seconds']:.0f} s)", flush=True)
-    headers = ["dataset", "variant", "accuracy", "macro F1", "kept round", "per round", "s"]
+    headers = ["dataset", "variant", "accuracy", "macro F1", "kept round", "per round",
+               "pseudo-labels right: kept / pool, per round", "s"]
     table = format_table([[r["dataset"], r["variant"] + (f" ({'+'.join(args.best)})" if r["variant"] == "best" else ""),
-                           f"{r['accuracy']:.4f}", f"{r['macro_f1']:.4f}", r["chosen_round"],
-                           " ".join(f"{a:.3f}" for a in r["round_accuracy"] if a is not None) or "-",
+                           f"{r['accuracy']:.4f}", "-" if r["variant"] == "probe" else f"{r['macro_f1']:.4f}",
+                           r["chosen_round"], " ".join(f"{a:.3f}" for a in r["round_accuracy"] if a is not None) or "-",
+                           " ".join(f"{q['kept_right']:.3f}/{q['pool_right']:.3f}" for q in r["pseudo_labels"]
+                                    if q["kept_right"] is not None) or "-",
                            f"{r['seconds']:.0f}"] for r in rows], headers)
     print(table)
     print(f"written to {write_result('zeroshot', result)}")

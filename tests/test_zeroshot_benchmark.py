@@ -92,3 +92,28 @@ def test_pool_label_quality_scores_the_teachers_labels_against_the_pools_gold_la
     assert pool_label_quality(run, config) == [
         {"round": 1, "pool_right": round(4 / 6, 4), "kept": 3, "kept_right": round(2 / 3, 4), "pool_matched": 1.0},
         {"round": 2, "pool_right": 1.0, "kept": 2, "kept_right": 1.0, "pool_matched": 1.0}]
+
+
+def test_the_labelled_probe_learns_the_pools_gold_labels_and_scores_the_evaluation_set(tmp_path, tiny_encoder_dir):
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from zeroshot import labelled_probe
+
+    from contrastext.data.sources import load_texts
+
+    words = {"Business": "shares bank profit market", "Sports": "goal match team season"}
+    rows = [(f"{words[label]} {words[label].split()[i % 4]} report {i}", label)
+            for i in range(40) for label in words]
+    data = tmp_path / "labelled.jsonl"
+    data.write_text("".join(json.dumps({"text": t, "label": label}) + "\n" for t, label in rows))
+    config = load_config(WCSBertConfig, overrides=[
+        "labels.names=[Business, Sports]", "labels.aliases={}", f"pool.texts={{path: {data}}}", "pool.half=first",
+        f"evaluation.texts={{path: {data}}}", "evaluation.half=second", f"encoder.model={tiny_encoder_dir}",
+        f"data_dir={tmp_path}"])
+    first, _ = load_texts(config.evaluation.texts).split_halves(0)
+    (tmp_path / "run" / "pool").mkdir(parents=True)
+    pq.write_table(pa.table({"text": first.texts}), tmp_path / "run" / "pool" / "pages.parquet")
+    # misaligned texts and labels would score about 0.5
+    assert labelled_probe(tmp_path / "run", config) == 1.0
