@@ -88,22 +88,27 @@ def _pool_gold(run: Path, config: WCSBertConfig) -> tuple[list[str], np.ndarray]
     return pool, np.array([gold_of.get(t, -1) for t in pool])
 
 
-def pool_label_quality(run: Path, config: WCSBertConfig) -> list[dict]:
-    """Per round, how right the teacher's pseudo-labels were against the pool's gold labels, which only this
-    benchmark reads, after the run: over the whole pool, and over the items kept for training."""
+def pool_label_quality(run: Path, config: WCSBertConfig, rounds: int) -> list[dict]:
+    """For rounds 1..``rounds``, how right the teacher's pseudo-labels were against the pool's gold labels,
+    which only this benchmark reads, after the run: over the whole pool, and over the items kept for training."""
     import pyarrow.parquet as pq
 
+    from contrastext.data.h5store import H5Corpus
+
     pool, gold = _pool_gold(run, config)
-    index = {t: i for i, t in enumerate(pool)}
+    row_of_text = {t: i for i, t in enumerate(pool)}
+    page_ids = pq.read_table(run / "pool" / "pages.parquet").column("page_id").to_pylist()
+    row_of_page = {page: i for i, page in enumerate(page_ids)}
+    # a round's labels are in the order of the pool's stored embeddings
+    order = np.array([row_of_page[int(i)] for ids, _ in H5Corpus(run / "round_0" / "embeddings").iter_chunks()
+                      for i in ids])
     known = gold >= 0
     out = []
-    for r in range(1, config.rounds.rounds + 1):
-        labels_file = run / f"round_{r}" / "pseudo_labels.npy"
-        if not labels_file.is_file():
-            break
-        labels = np.load(labels_file)
+    for r in range(1, rounds + 1):
+        labels = np.full(len(pool), -1)
+        labels[order] = np.load(run / f"round_{r}" / "pseudo_labels.npy")
         anchors = pq.read_table(run / f"round_{r}" / "pairs").column("anchor").to_pylist()
-        kept = np.array(sorted({index[a] for a in anchors if a in index}), dtype=int)
+        kept = np.array(sorted({row_of_text[a] for a in anchors if a in row_of_text}), dtype=int)
         out.append({"round": r, "pool_right": round(float(np.mean(labels[known] == gold[known])), 4),
                     "kept": int(len(kept)),
                     "kept_right": round(float(np.mean(labels[kept] == gold[kept])), 4) if len(kept) else None,
@@ -117,13 +122,14 @@ def labelled_probe(run: Path, config: WCSBertConfig) -> float:
     encoder separates the labels at all: a reference for the label-free rows, not one of them."""
     from sklearn.linear_model import LogisticRegression
 
+    from contrastext.data.paths import data_root
     from contrastext.pipelines.wcsbert import load_eval_set
 
     pool, gold = _pool_gold(run, config)
     known = gold >= 0
     encoder = config.encoder.load()
     features = np.asarray(encoder.encode([t for t, k in zip(pool, known) if k], batch_size=64))
-    eval_set, reason = load_eval_set(config, Path(config.data_dir))
+    eval_set, reason = load_eval_set(config, data_root(config.data_dir))
     if eval_set is None:
         raise SystemExit(f"probe: {reason}")
     probe = LogisticRegression(max_iter=2000).fit(features, gold[known])
@@ -143,7 +149,8 @@ def run_one(dataset: str, variant: str, args: argparse.Namespace) -> dict:
     config = load_config(WCSBertConfig, DATASETS[dataset], overrides=sets)
     timing = args.out / dataset / variant / "zeroshot_seconds.json"  # the run's own time, kept for read-backs
     started = time.perf_counter()
-    if variant == "probe":
+    if variant == "probe":  # on the pool of the untrained run
+        run_one(dataset, "untrained", args)
         return probe_row(dataset, args, config)
     summary = run_wcsbert(config)
     if not timing.is_file():
@@ -154,21 +161,16 @@ def run_one(dataset: str, variant: str, args: argparse.Namespace) -> dict:
             "macro_f1": summary["final"]["macro_f1"], "chosen_round": summary["chosen_round"],
             "round_accuracy": [r.get("eval_accuracy") for r in rounds],
             "text_pairs": [r.get("text_pairs", 0) for r in rounds],
-            "pseudo_labels": pool_label_quality(args.out / dataset / variant, config),
+            "pseudo_labels": pool_label_quality(args.out / dataset / variant, config, len(rounds)),
             "seconds": seconds, "overrides": sets}
 
 
-def probe_row(dataset: str, args: argparse.Namespace, untrained: WCSBertConfig) -> dict:
-    """The labelled probe on the pool of the ``untrained`` run (made first when absent)."""
-    from contrastext.pipelines.wcsbert import run_wcsbert
-
-    run = args.out / dataset / "untrained"
-    if not (run / "pool" / "pages.parquet").is_file():
-        run_wcsbert(untrained.model_copy(update={"output": untrained.output.model_copy(update={"name": "untrained"})}))
+def probe_row(dataset: str, args: argparse.Namespace, config: WCSBertConfig) -> dict:
+    """The labelled probe on the pool of the untrained run, timed on its own."""
     started = time.perf_counter()
-    accuracy = labelled_probe(run, untrained)
-    return {"dataset": dataset, "variant": "probe", "accuracy": accuracy, "macro_f1": float("nan"),
-            "chosen_round": "-", "round_accuracy": [], "text_pairs": [], "pseudo_labels": [],
+    accuracy = labelled_probe(args.out / dataset / "untrained", config)
+    return {"dataset": dataset, "variant": "probe", "accuracy": accuracy, "macro_f1": None, "chosen_round": "-",
+            "round_accuracy": [], "text_pairs": [], "pseudo_labels": [],
             "seconds": round(time.perf_counter() - started, 1), "overrides": []}
 
 

@@ -69,27 +69,34 @@ def test_pool_label_quality_scores_the_teachers_labels_against_the_pools_gold_la
     import pyarrow.parquet as pq
     from zeroshot import pool_label_quality
 
+    from contrastext.data.h5store import write_shard
+
     texts = [f"text number {i} about {'sport' if i % 2 else 'money'}" for i in range(8)]
     data = tmp_path / "labelled.jsonl"
     data.write_text("".join(json.dumps({"text": t, "label": ["Business", "Sports"][i % 2]}) + "\n"
                             for i, t in enumerate(texts)))
     config = load_config(WCSBertConfig, overrides=[
         "labels.names=[Business, Sports]", "labels.aliases={}", f"pool.texts={{path: {data}}}", "pool.half=null",
-        f"evaluation.texts={{path: {data}}}", "evaluation.half=null", "rounds.rounds=2"])
+        f"evaluation.texts={{path: {data}}}", "evaluation.half=null", "rounds.rounds=3"])
     run = tmp_path / "run"
     (run / "pool").mkdir(parents=True)
-    pool = texts[2:]  # the pool: a sample, in its own order
-    pq.write_table(pa.table({"text": pool}), run / "pool" / "pages.parquet")
-    gold = np.array([i % 2 for i in range(2, 8)])
+    pool = texts[2:]  # the pool: a sample, its page ids not in row order
+    page_ids = [10, 12, 11, 15, 13, 14]
+    pq.write_table(pa.table({"page_id": page_ids, "text": pool}), run / "pool" / "pages.parquet")
+    shard = write_shard(run / "round_0" / "embeddings", 0, np.array(page_ids), np.zeros((6, 4)), {})
+    (run / "round_0" / "embeddings" / "manifest.json").write_text(json.dumps(
+        {"attributes": {"dimension": 4}, "shards": [shard]}))
+    gold = np.array([i % 2 for i in range(2, 8)])  # by row
     wrong_two = gold.copy()
     wrong_two[[0, 5]] = 1 - wrong_two[[0, 5]]
+    by_id = np.argsort(page_ids)  # the rows in the stored embeddings' order
     for r, labels, kept in [(1, wrong_two, [1, 2, 5]), (2, gold, [0, 1])]:
         (run / f"round_{r}").mkdir()
-        np.save(run / f"round_{r}" / "pseudo_labels.npy", labels.astype(np.int16))
+        np.save(run / f"round_{r}" / "pseudo_labels.npy", labels[by_id].astype(np.int16))
         anchors = [pool[i] for i in kept] + ["a crop of some text"]  # a crop is no pool item
         pq.write_table(pa.table({"anchor": anchors, "positive": ["Business"] * len(anchors)}),
                        run / f"round_{r}" / "pairs")
-    assert pool_label_quality(run, config) == [
+    assert pool_label_quality(run, config, rounds=2) == [
         {"round": 1, "pool_right": round(4 / 6, 4), "kept": 3, "kept_right": round(2 / 3, 4), "pool_matched": 1.0},
         {"round": 2, "pool_right": 1.0, "kept": 2, "kept_right": 1.0, "pool_matched": 1.0}]
 

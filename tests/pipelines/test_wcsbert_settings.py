@@ -69,8 +69,17 @@ def test_the_job_pseudo_labels_and_trains_its_rounds_through_the_wcsbert_class()
 
 
 def test_a_round_made_before_same_label_pairs_were_the_default_runs_again_on_plain_texts_only():
-    # such a round's marker holds same_label false; the default now means "on for plain texts"
+    from contrastext.pipelines.wcsbert import settings_before_they_existed
+
     for source, changed in [("texts", ["rounds.text_positives.same_label"]), ("wikipedia", [])]:
         config = load_config(WCSBertConfig, overrides=[f"pool.source={source}"])
-        before = _with_rounds(config, text_positives=TextPositivesConfig(same_label=False))
-        assert setting_differences(as_json(round_settings(before, "m0")), round_settings(config, "m0")) == changed
+        # a marker from when same_label was off by default
+        before = as_json(round_settings(_with_rounds(config, text_positives=TextPositivesConfig(same_label=False)),
+                                        "m0"))
+        assert setting_differences(before, round_settings(config, "m0")) == changed
+        # a marker from before text pairs existed at all: those rounds had none
+        older = as_json(before)
+        del older["rounds"]["text_positives"]
+        assert setting_differences(older, round_settings(config, "m0"),
+                                   defaults=settings_before_they_existed("m0")) == (
+            ["rounds.text_positives"] if changed else [])

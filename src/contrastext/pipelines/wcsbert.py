@@ -71,6 +71,14 @@ def round_settings(config: WCSBertConfig, start_model: str) -> dict[str, Any]:
             "pool": config.pool.model_dump(mode="json")}
 
 
+def settings_before_they_existed(start_model: str) -> dict[str, Any]:
+    """What a round ran with where its marker predates a setting: the defaults, but no text–text pairs
+    (they came later, and same-label pairs are on by default for plain texts)."""
+    settings = round_settings(WCSBertConfig(), start_model)
+    settings["rounds"]["text_positives"] = TextPositivesConfig(same_label=False).model_dump(mode="json")
+    return settings
+
+
 def _text_positives(config: WCSBertConfig) -> TextPositivesConfig:
     return config.rounds.text_positives.resolved(plain_texts=config.pool.source == "texts")
 
@@ -491,7 +499,7 @@ def _self_training(run: _Run, model_0: str) -> tuple[list[dict[str, Any]], Round
     t = time.perf_counter()
     for r in range(1, config.rounds.rounds + 1):
         stage = Stage(JOB, f"round {r}", run.path(f"round_{r}"), round_settings(config, model),
-                      defaults=round_settings(WCSBertConfig(), model))
+                      defaults=settings_before_they_existed(model))
         done = stage.finished()
         if done is None:
             record = _self_training_round(run, r, stage.folder, model, model_0, embeddings_dir, previous_labels)

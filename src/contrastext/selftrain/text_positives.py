@@ -44,8 +44,8 @@ class TextPositivesConfig(Settings):
 
     @property
     def enabled(self) -> bool:
-        """Whether a round over plain texts gets text pairs."""
-        return self.crops or self.resolved().same_label
+        """Whether a round gets text pairs (``same_label=None`` counts as off until ``resolved``)."""
+        return self.crops or bool(self.same_label)
 
 
 def two_crops(words: Sequence[str], share: float, rng: np.random.Generator) -> tuple[str, str] | None:

@@ -106,7 +106,8 @@ def train(spec: TrainingSpec) -> dict[str, Any]:
 
         def on_round(entry: dict[str, Any], encoder) -> None:
             nonlocal round_started
-            done = {k: entry[k] for k in ("round", "kept", "pairs", "kept_per_label", "labels_changed", "steps")}
+            done = {k: entry[k] for k in ("round", "kept", "pairs", "text_pairs", "kept_per_label", "labels_changed",
+                                          "steps")}
             done["guard"] = entry.get("guard")
             done["seconds"] = round(time.monotonic() - round_started, 1)
             done["dev_accuracy"] = dev_accuracy(encoder, spec) if spec.dev is not None else None
