@@ -70,9 +70,9 @@ def variant_overrides(variant: str, best: list[str], template: str) -> list[str]
         setting.replace("{template!r}", repr(template)) for option in options for setting in OPTIONS[option]]
 
 
-def _pool_gold(run: Path, config: WCSBertConfig) -> tuple[list[str], np.ndarray]:
-    """The run's pool texts (as stored: a text's first ``max_words`` words) and their gold label ids (-1 where
-    a text is not found in the labelled file), read only by this benchmark."""
+def _pool_gold(run: Path, config: WCSBertConfig) -> tuple[list[str], np.ndarray, list[int]]:
+    """The run's pool texts (as stored: a text's first ``max_words`` words), their gold label ids (-1 where
+    a text is not found in the labelled file; read only by this benchmark) and their page ids."""
     import pyarrow.parquet as pq
 
     from contrastext.data.sources import load_texts
@@ -84,8 +84,9 @@ def _pool_gold(run: Path, config: WCSBertConfig) -> tuple[list[str], np.ndarray]
     if config.pool.half is not None:
         labelled = labelled.split_halves(config.pool.split_seed)[config.pool.half == "second"]
     gold_of = {key(t): config.labels.names.index(label) for t, label in zip(labelled.texts, labelled.labels)}
-    pool = [key(t) for t in pq.read_table(run / "pool" / "pages.parquet").column("text").to_pylist()]
-    return pool, np.array([gold_of.get(t, -1) for t in pool])
+    pages = pq.read_table(run / "pool" / "pages.parquet", columns=["page_id", "text"])
+    pool = [key(t) for t in pages.column("text").to_pylist()]
+    return pool, np.array([gold_of.get(t, -1) for t in pool]), pages.column("page_id").to_pylist()
 
 
 def pool_label_quality(run: Path, config: WCSBertConfig, rounds: int) -> list[dict]:
@@ -95,9 +96,8 @@ def pool_label_quality(run: Path, config: WCSBertConfig, rounds: int) -> list[di
 
     from contrastext.data.h5store import H5Corpus
 
-    pool, gold = _pool_gold(run, config)
+    pool, gold, page_ids = _pool_gold(run, config)
     row_of_text = {t: i for i, t in enumerate(pool)}
-    page_ids = pq.read_table(run / "pool" / "pages.parquet").column("page_id").to_pylist()
     row_of_page = {page: i for i, page in enumerate(page_ids)}
     # a round's labels are in the order of the pool's stored embeddings
     order = np.array([row_of_page[int(i)] for ids, _ in H5Corpus(run / "round_0" / "embeddings").iter_chunks()
@@ -125,7 +125,7 @@ def labelled_probe(run: Path, config: WCSBertConfig) -> float:
     from contrastext.data.paths import data_root
     from contrastext.pipelines.wcsbert import load_eval_set
 
-    pool, gold = _pool_gold(run, config)
+    pool, gold, _ = _pool_gold(run, config)
     known = gold >= 0
     encoder = config.encoder.load()
     features = np.asarray(encoder.encode([t for t, k in zip(pool, known) if k], batch_size=64))
@@ -147,11 +147,11 @@ def run_one(dataset: str, variant: str, args: argparse.Namespace) -> dict:
     template = load_config(WCSBertConfig, DATASETS[dataset]).labels.template
     sets += variant_overrides(variant, args.best, template)
     config = load_config(WCSBertConfig, DATASETS[dataset], overrides=sets)
-    timing = args.out / dataset / variant / "zeroshot_seconds.json"  # the run's own time, kept for read-backs
-    started = time.perf_counter()
     if variant == "probe":  # on the pool of the untrained run
         run_one(dataset, "untrained", args)
         return probe_row(dataset, args, config)
+    timing = args.out / dataset / variant / "zeroshot_seconds.json"  # the run's own time, kept for read-backs
+    started = time.perf_counter()
     summary = run_wcsbert(config)
     if not timing.is_file():
         timing.write_text(json.dumps({"seconds": round(time.perf_counter() - started, 1)}))
@@ -206,7 +206,7 @@ def main() -> None:
     headers = ["dataset", "variant", "accuracy", "macro F1", "kept round", "per round",
                "pseudo-labels right: kept / pool, per round", "s"]
     table = format_table([[r["dataset"], r["variant"] + (f" ({'+'.join(args.best)})" if r["variant"] == "best" else ""),
-                           f"{r['accuracy']:.4f}", "-" if r["variant"] == "probe" else f"{r['macro_f1']:.4f}",
+                           f"{r['accuracy']:.4f}", "-" if r["macro_f1"] is None else f"{r['macro_f1']:.4f}",
                            r["chosen_round"], " ".join(f"{a:.3f}" for a in r["round_accuracy"] if a is not None) or "-",
                            " ".join(f"{q['kept_right']:.3f}/{q['pool_right']:.3f}" for q in r["pseudo_labels"]
                                     if q["kept_right"] is not None) or "-",

@@ -121,6 +121,6 @@ def test_the_labelled_probe_learns_the_pools_gold_labels_and_scores_the_evaluati
         f"data_dir={tmp_path}"])
     first, _ = load_texts(config.evaluation.texts).split_halves(0)
     (tmp_path / "run" / "pool").mkdir(parents=True)
-    pq.write_table(pa.table({"text": first.texts}), tmp_path / "run" / "pool" / "pages.parquet")
+    pq.write_table(pa.table({"page_id": range(len(first.texts)), "text": first.texts}), tmp_path / "run" / "pool" / "pages.parquet")
     # misaligned texts and labels would score about 0.5
     assert labelled_probe(tmp_path / "run", config) == 1.0
