@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -150,6 +151,35 @@ def ray_session(s3_server):
     init_ray(RayConfig(num_cpus=4))
     yield ray
     ray.shutdown()
+
+
+# ------------------------------------------------------------------------------- shared trained models
+AG_NEWS_LABELS = ["World", "Sports", "Business", "Sci/Tech"]
+AG_NEWS_ALIASES = {"Sci/Tech": ["Science", "Technology"]}
+AG_NEWS_TEMPLATE = "This topic is talk about {label}"
+
+
+@pytest.fixture(scope="session")
+def ag_news_split():
+    """400 AG News pool texts (their labels never given to a model) and 400 other texts with their labels."""
+    from contrastext.data.sources import ag_news_test, load_texts
+
+    data = load_texts(ag_news_test(str(shared_data("ag_news/test.csv"))))
+    order = np.random.default_rng(0).permutation(len(data.texts))
+    pool = [data.texts[i] for i in order[:400]]
+    held_out = [data.texts[i] for i in order[400:800]]
+    gold = np.array([data.labels[i] for i in order[400:800]])
+    return pool, held_out, gold
+
+
+@pytest.fixture(scope="session")
+def self_trained_wcsbert(ray_session, ag_news_split, tmp_path_factory):
+    """One round of WC-SBERT on the AG News pool with the bundled MiniLM, shared by the tests that use it."""
+    from contrastext import WCSBert
+
+    pool, _, _ = ag_news_split
+    return WCSBert(rounds=1, template=AG_NEWS_TEMPLATE, work_dir=tmp_path_factory.mktemp("wcsbert")).fit(
+        pool, AG_NEWS_LABELS, AG_NEWS_ALIASES)
 
 
 # ------------------------------------------------------------------------------- several nodes

@@ -1,6 +1,6 @@
 """The KubeRay manifests against KubeRay's own CRD schemas, and every shipped command line against its job.
 
-1. ``cluster/kuberay/{raycluster,rayjob,rayservice}.yaml`` are validated with the OpenAPI v3 schemas of
+1. ``cluster/kuberay/{raycluster,rayjob,rayjob-predict,rayservice}.yaml`` are validated with the OpenAPI v3 schemas of
    KubeRay's CustomResourceDefinitions (``../shared/kuberay``, see its README.md), made strict as
    ``kubectl apply --validate=strict`` is: an object with ``properties`` and no
    ``x-kubernetes-preserve-unknown-fields`` rejects unknown fields, ``x-kubernetes-int-or-string`` takes an
@@ -32,7 +32,8 @@ jsonschema = pytest.importorskip("jsonschema")
 
 CRD_DIR = REPO_ROOT.parent / "shared" / "kuberay"
 KUBERAY_DIR = REPO_ROOT / "cluster" / "kuberay"
-MANIFESTS = {"raycluster.yaml": "RayCluster", "rayjob.yaml": "RayJob", "rayservice.yaml": "RayService"}
+MANIFESTS = {"raycluster.yaml": "RayCluster", "rayjob.yaml": "RayJob", "rayjob-predict.yaml": "RayJob",
+             "rayservice.yaml": "RayService"}
 CRD_FILES = {"RayCluster": "ray.io_rayclusters.yaml.gz", "RayJob": "ray.io_rayjobs.yaml.gz",
              "RayService": "ray.io_rayservices.yaml.gz"}
 
@@ -372,8 +373,8 @@ def shipped_commands() -> list[tuple[str, str]]:
     """(where, command) for every job command line the project ships."""
     found: list[tuple[str, str]] = []
     # the RayJob's entrypoint
-    rayjob = manifest("rayjob.yaml")
-    found.append(("rayjob.yaml:entrypoint", rayjob["spec"]["entrypoint"]))
+    for name in ("rayjob.yaml", "rayjob-predict.yaml"):
+        found.append((f"{name}:entrypoint", manifest(name)["spec"]["entrypoint"]))
     # the manifests' usage comments
     for name in MANIFESTS:
         found += [(f"{name}:comment", c) for c in _yaml_comment_commands((KUBERAY_DIR / name).read_text())
@@ -511,6 +512,9 @@ def test_shipped_command_loads_and_passes_preflight(where, command, s3_server, t
         for location in input_locations(config).values():
             if "…" in location:  # the user's own input on the bucket (s3://YOUR-BUCKET/enwiki-…): an empty stand-in
                 storage.write_bytes(location, b"")
+            elif job == "predict" and not storage.exists(location):  # the user's model and texts: stand-ins
+                storage.write_bytes(storage.join(location, "part-0.jsonl" if location.endswith("/") else "config.json"),
+                                    b"{}")
         for bucket in buckets:
             assert f"s3://{bucket}" in command, f"{where}: bucket {bucket} does not come from the command"
         for location in output_locations(config).values():

@@ -49,9 +49,14 @@ def test_the_library_use_examples_run(ray_session, tiny_encoder_dir, tmp_path, m
     assert namespace["shuffle_divide"].history_[0]["pairs"] == 40  # every text has four words to shuffle
     clusters = namespace["clusters"]
     assert clusters.shape == (40,) and set(clusters.tolist()) <= {0, 1, 2, 3}
+    from contrastext import ShuffleDivide
+
+    assert ShuffleDivide.load(tmp_path / "my-clusters").predict(texts).tolist() == clusters.tolist()
 
     topics = namespace["topics"]  # the agglomerative clusterer's topics
     assert topics.n_topics == 4 and sum(t.size for t in topics.topics) == topics.instances
+    assigned = namespace["topic_model"].assign(texts[:5])  # kept topics, assigned to documents
+    assert len(assigned) == 5 and all(d.topic is None or 0 <= d.topic < 4 for d in assigned)
     assert len(printed) == 3
     assert re.match(r"\['(Sports|Science|Business|Politics)'\] \[\[[01]\.", printed[0])  # WCSBert: label, proba
     assert re.fullmatch(r"\['(Sports|Science|Business|Politics)'\]", printed[1])  # the classifier's label

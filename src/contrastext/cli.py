@@ -43,6 +43,8 @@ JOBS: dict[str, Job] = {
     "supcon_classify": Job("contrastext.pipelines.supcon_classify:SupconClassifyConfig",
                            "contrastext.pipelines.supcon_classify:run_supcon_classify",
                            "classifier trained with focal loss + supervised NT-Xent"),
+    "predict": Job("contrastext.predict.config:PredictConfig", "contrastext.pipelines.predict:run_predict",
+                   "apply a trained model to every text of a folder or bucket (labels, clusters, topics, embeddings)"),
     "serve": Job("contrastext.serve.config:ServeConfig", "contrastext.serve.app:run_serve",
                  "HTTP endpoints (Ray Serve): embed, classify, cluster, and a web page"),
 }
@@ -91,7 +93,13 @@ def run_job(name: str, args: argparse.Namespace) -> int:
     except OSError as error:  # StorageError, FileNotFoundError: one line naming the location
         print(f"contrastext {name}: {error}", file=sys.stderr)
         return 2
-    runner(config)
+    from contrastext.errors import InputError
+
+    try:
+        runner(config)
+    except InputError as error:
+        print(f"contrastext {name}: {error}", file=sys.stderr)
+        return 2
     return 0
 
 

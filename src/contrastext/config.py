@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from contrastext.models.resolve import DEFAULT_MODEL
 
@@ -200,6 +200,16 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
+def _defaults(model: type[BaseModel]) -> dict[str, Any]:
+    """Every setting of ``model`` that has a default, as plain data."""
+    out = {}
+    for name, field in model.model_fields.items():
+        if not field.is_required():
+            value = field.get_default(call_default_factory=True)
+            out[name] = value.model_dump(mode="python") if isinstance(value, BaseModel) else value
+    return out
+
+
 def load_config(model: type[ConfigT], path: str | os.PathLike[str] | None = None,
                 overrides: list[str] | None = None) -> ConfigT:
     """Build ``model`` from an optional YAML file, then ``overrides``; pydantic reports what is wrong."""
@@ -212,7 +222,10 @@ def load_config(model: type[ConfigT], path: str | os.PathLike[str] | None = None
         data = loaded
     if overrides:
         # overrides apply over the model's defaults, so nested defaults factories are honoured
-        base = model.model_validate(data).model_dump(mode="python")
+        try:
+            base = model.model_validate(data).model_dump(mode="python")
+        except ValidationError:  # required settings the overrides may give: the defaults of the others
+            base = {**_defaults(model), **data}
         data = apply_overrides(base, overrides)
     return model.model_validate(data)
 

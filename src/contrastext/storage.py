@@ -89,6 +89,10 @@ def _info(location: Location) -> pyarrow.fs.FileInfo:
         raise StorageError(f"{location}: {error}") from error
 
 
+def file_size(location: Location) -> int:
+    return int(_info(location).size or 0)
+
+
 def exists(location: Location) -> bool:
     return _info(location).type != pyarrow.fs.FileType.NotFound
 
@@ -116,6 +120,55 @@ def list_files(location: Location, suffix: str = "", recursive: bool = False) ->
         if info.base_name.endswith(suffix):
             out.append(join(base, info.path[len(path):].lstrip("/")))
     return sorted(out)
+
+
+_GLOB_CHARACTERS = "*?["
+
+
+def _visible(relative: str) -> bool:
+    """Not hidden and not a marker or work file (``.x``, ``_SUCCESS``, ``_units/``) at any depth."""
+    return not any(part.startswith((".", "_")) for part in relative.split("/"))
+
+
+def _glob_regex(pattern: str):
+    """A glob as a regular expression: ``*`` and ``?`` stay within one folder, ``**/`` spans any depth
+    (``glob.translate`` does this from Python 3.13 on)."""
+    import fnmatch
+    import re
+
+    pieces = []
+    for i, part in enumerate(re.split(r"(\*\*/|\*|\?)", pattern)):
+        if i % 2:
+            pieces.append({"**/": "(?:.*/)?", "*": "[^/]*", "?": "[^/]"}[part])
+        elif part:
+            pieces.append(fnmatch.translate(part)[4:-3])  # '(?s:' … ')\\Z' stripped: brackets kept
+    return re.compile("".join(pieces), re.S)
+
+
+def expand(pattern: Location) -> list[str]:
+    """The files ``pattern`` names, sorted: a file; a folder's visible files at any depth; a glob
+    (``docs/*.jsonl``, ``s3://b/docs/**/*.parquet``); or a URI or path prefix (``s3://b/docs/part-``).
+    A pattern that matches nothing is a FileNotFoundError naming it."""
+    text = str(pattern)
+    if not any(c in text for c in _GLOB_CHARACTERS):
+        if is_file(text):
+            return [text]
+        if is_dir(text):
+            base = text.rstrip("/")
+            found = [f for f in list_files(base, recursive=True) if _visible(f[len(base):].lstrip("/"))]
+        else:  # a prefix: the parent's files whose path below it starts with the prefix's last part
+            base, start = parent(text), name(text)
+            found = [f for f in list_files(base, recursive=True) if f[len(base):].lstrip("/").startswith(start)
+                     and _visible(f[len(base):].lstrip("/"))]
+    else:
+        static = text[: min(text.index(c) for c in _GLOB_CHARACTERS if c in text)]
+        base = static if static.endswith("/") else parent(static)
+        base = base.rstrip("/") or "/"
+        matches = _glob_regex(text).fullmatch
+        found = [f for f in list_files(base, recursive=True) if matches(f)]
+    if not found:
+        raise FileNotFoundError(f"{text}: no file matches")
+    return sorted(found)
 
 
 def read_bytes(location: Location) -> bytes:
@@ -275,9 +328,15 @@ def check_writable(location: Location) -> None:
 
 
 def check_readable(location: Location, what: str = "input") -> None:
-    """Fail now, naming ``location``, when it does not exist or cannot be reached."""
+    """Fail now, naming ``location``, when it does not exist or cannot be reached (a glob or prefix that
+    ``expand`` reads is there when it matches a file)."""
     try:
         found = exists(location)
+        if not found and not str(location).endswith("/"):
+            try:
+                found = bool(expand(location))
+            except FileNotFoundError:
+                found = False
     except (OSError, ValueError) as error:
         raise StorageError(f"{what} {location} cannot be reached ({_first_line(error)})") from error
     if not found:

@@ -222,6 +222,16 @@ class ZeroShotClassifier:
                 self._cache.popitem(last=False)
         return embeddings
 
+    def prime(self, label_set: LabelSet, template: Templates, embeddings: np.ndarray) -> None:
+        """Take ``embeddings`` as the prompt vectors of ``label_set`` under ``template`` (a saved model's head),
+        so requests for exactly those labels score with them instead of encoding the prompts again."""
+        key = (self.model_key, validate_templates(template), label_set.labels, label_set.aliases)
+        vectors = np.array(embeddings, dtype=np.float32)
+        vectors.setflags(write=False)
+        with self._lock:
+            self._cache[key] = vectors
+            self._cache.move_to_end(key)
+
     def score_embeddings(self, text_embeddings: np.ndarray, label_set: LabelSet,
                          template: Templates | None = None) -> np.ndarray:
         """[N, labels] scores for texts already embedded by this classifier's encoder."""

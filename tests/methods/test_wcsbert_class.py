@@ -4,25 +4,16 @@ model on held-out texts; the round-0 model is the plain zero-shot classifier; sa
 import numpy as np
 import pytest
 
-from conftest import shared_data
+from conftest import AG_NEWS_ALIASES, AG_NEWS_LABELS, AG_NEWS_TEMPLATE
 from contrastext import WCSBert
 
-LABELS = ["World", "Sports", "Business", "Sci/Tech"]
-ALIASES = {"Sci/Tech": ["Science", "Technology"]}
-TEMPLATE = "This topic is talk about {label}"
+LABELS, ALIASES, TEMPLATE = AG_NEWS_LABELS, AG_NEWS_ALIASES, AG_NEWS_TEMPLATE
 
 
 @pytest.fixture(scope="module")
-def ag_news():
+def ag_news(ag_news_split):
     """400 pool texts (their labels never given to the model) and 400 other texts to evaluate on, seeded."""
-    from contrastext.data.sources import ag_news_test, load_texts
-
-    data = load_texts(ag_news_test(str(shared_data("ag_news/test.csv"))))
-    order = np.random.default_rng(0).permutation(len(data.texts))
-    pool = [data.texts[i] for i in order[:400]]
-    held_out = [data.texts[i] for i in order[400:800]]
-    gold = np.array([data.labels[i] for i in order[400:800]])
-    return pool, held_out, gold
+    return ag_news_split
 
 
 def _accuracy(model: WCSBert, texts, gold) -> float:
@@ -36,10 +27,8 @@ def untrained(ag_news):
 
 
 @pytest.fixture(scope="module")
-def self_trained(ray_session, ag_news, tmp_path_factory):
-    pool, _, _ = ag_news
-    return WCSBert(rounds=1, template=TEMPLATE, work_dir=tmp_path_factory.mktemp("wcsbert")).fit(
-        pool, LABELS, ALIASES)
+def self_trained(self_trained_wcsbert):
+    return self_trained_wcsbert
 
 
 @pytest.mark.integration

@@ -56,6 +56,22 @@ def test_the_default_self_trains_on_one_half_evaluates_on_the_other_and_guards_i
     assert "guard" in capsys.readouterr().out
     assert json.loads((run / "metrics.json").read_text())["chosen_round"] == summary["chosen_round"]
 
+    # the kept model is delivered as a WCSBert folder, and `predict` labels a corpus with it as the class does
+    from contrastext import WCSBert
+    from contrastext.pipelines.predict import run_predict
+    from contrastext.predict.config import PredictConfig
+
+    assert summary["delivered"] == str(run / "final" / "model")
+    delivered = WCSBert.load(summary["delivered"])
+    assert delivered.labels == TOPICS and (run / "final" / "model" / "head_vectors.npy").is_file()
+    labelled = run_predict(PredictConfig(model=summary["delivered"], input={"path": str(run / "pool" / "pages.parquet"), "id_column": "page_id"},
+                                         output={"storage_path": str(tmp_path / "predicted"), "name": "pool"}))
+    table = pq.read_table(tmp_path / "predicted" / "pool" / "predictions")
+    got = dict(zip(table.column("id").to_pylist(), table.column("label").to_pylist()))
+    pages = pq.read_table(run / "pool" / "pages.parquet").to_pylist()
+    assert labelled["rows_out"] == len(got) == 80
+    assert [got[str(p["page_id"])] for p in pages] == delivered.predict([p["text"] for p in pages])
+
 
 def test_a_pool_too_small_for_the_labels_is_refused_before_training(ray_session, tiny_encoder_dir, tmp_path):
     with pytest.raises(ValueError, match="the pool has 30 texts for 11 labels: self-training needs at least 55"):

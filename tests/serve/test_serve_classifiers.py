@@ -121,6 +121,11 @@ def test_create_poll_classify_list_restart_delete(served):
     trained = post(url, "v1/classify", {"model": "news", "texts": texts})
     assert trained.status_code == 200, trained.text
     assert trained.json()["template"] == "{label}" and trained.json()["model"] == "news"
+    from contrastext import WCSBert  # the labels its saved folder gives (the predict job reads the same folder)
+
+    saved = WCSBert.load(manifest.parent / "model")
+    assert [r["label"] for r in trained.json()["results"]] == saved.predict(texts)
+    np.testing.assert_allclose(scores(trained.json()), saved.scores(texts), atol=1e-5)
     base = post(url, "v1/classify", {"model": "tiny", "texts": texts, "labels": LABELS, "aliases": ALIASES,
                                      "template": "{label}"})
     assert base.status_code == 200, base.text

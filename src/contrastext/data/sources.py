@@ -32,6 +32,7 @@ from contrastext.data.documents import Cleaning, clean_text, iter_records, open_
 from contrastext.data.paths import resolve_data_path
 
 _ESCAPED_BREAK = re.compile(r"\\n|\\|\s+")
+EMPTY_TEXT = "missing or empty text"
 
 
 class TextSource(Settings):
@@ -202,6 +203,12 @@ def _records(path: Path, source: TextSource, skipped: Counter) -> Iterator[dict[
         yield from _headerless_csv(path, source.columns, skipped)
 
 
+def file_records(path: Path, source: TextSource, skipped: Counter) -> Iterator[dict[str, Any]]:
+    """The records of one local file as ``source`` reads it (a ``.txt`` file: a record a non-empty line;
+    a header-less CSV by ``columns``); malformed ones counted in ``skipped``."""
+    return _records(path, source, skipped)
+
+
 def _visible_files(folder: Path) -> list[Path]:
     """A folder's files in name order, without hidden ones and markers such as ``_SUCCESS``."""
     return sorted(p for p in folder.rglob("*") if p.is_file()
@@ -273,6 +280,36 @@ def load_texts(source: TextSource, data_dir: str | os.PathLike[str] | None = Non
     return texts
 
 
+def record_text(record: dict[str, Any], source: TextSource) -> tuple[str | None, str | None]:
+    """The text of one record as ``source`` reads it (columns joined, title first, cleaned, cut): ``(text,
+    None)``, or ``(None, reason)`` when the record has no usable text. Labels are not looked at."""
+    parts = [record.get(c) for c in source.text_columns]
+    text = _join([p.strip() for p in parts if isinstance(p, str) and p.strip()], source.join)
+    if source.unescape_breaks:
+        text = _ESCAPED_BREAK.sub(" ", text).strip()
+    if not text:
+        return None, EMPTY_TEXT
+    title = record.get(source.title_column) if source.title_column else None
+    if isinstance(title, str) and title.strip():
+        title = title.strip()
+        text = f"{title}{'' if title[-1] in '.!?' else '.'}\n\n{text}"
+    if source.cleaning != "none":
+        text = clean_text(text, source.cleaning)
+    if len(text.split()) < source.min_words:
+        return None, f"fewer than {source.min_words} words after cleaning"
+    if source.max_chars:
+        text = text[: source.max_chars]
+    return text, None
+
+
+def missing_columns(record: dict[str, Any], source: TextSource, *, labels: bool = True) -> list[str]:
+    """The columns ``source`` names that a table record lacks (a whole text file's record lacks none)."""
+    if record.get(_TEXT_FILE):
+        return []
+    wanted = [*source.text_columns, source.label_column if labels else None]
+    return [c for c in wanted if c and c not in record]
+
+
 def _read(path: Path, source: TextSource) -> LabelledTexts:
     skipped: Counter = Counter()
     texts: list[str] = []
@@ -284,20 +321,13 @@ def _read(path: Path, source: TextSource) -> LabelledTexts:
             break
         if not checked and not record.get(_TEXT_FILE):
             checked = True
-            missing = [c for c in [*source.text_columns, source.label_column] if c and c not in record]
+            missing = missing_columns(record, source)
             if missing:
                 raise ValueError(f"{path}: column(s) {missing} not found; the records have {sorted(record)}")
-        parts = [record.get(c) for c in source.text_columns]
-        text = _join([p.strip() for p in parts if isinstance(p, str) and p.strip()], source.join)
-        if source.unescape_breaks:
-            text = _ESCAPED_BREAK.sub(" ", text).strip()
-        if not text:
-            skipped["missing or empty text"] += 1
+        text, reason = record_text(record, source)
+        if reason == EMPTY_TEXT:
+            skipped[reason] += 1
             continue
-        title = record.get(source.title_column) if source.title_column else None
-        if isinstance(title, str) and title.strip():
-            title = title.strip()
-            text = f"{title}{'' if title[-1] in '.!?' else '.'}\n\n{text}"
         label = None
         if labels is not None:
             label = record.get(source.label_column)
@@ -310,13 +340,9 @@ def _read(path: Path, source: TextSource) -> LabelledTexts:
                     skipped[f"label {label!r} not in label_names"] += 1
                     continue
                 label = source.label_names[label]
-        if source.cleaning != "none":
-            text = clean_text(text, source.cleaning)
-        if len(text.split()) < source.min_words:
-            skipped[f"fewer than {source.min_words} words after cleaning"] += 1
+        if text is None:
+            skipped[reason] += 1
             continue
-        if source.max_chars:
-            text = text[: source.max_chars]
         if labels is not None:
             labels.append(label)
         identifier = record.get(_ID) or (record.get(source.id_column) if source.id_column else None)

@@ -16,6 +16,7 @@ half), the negatives rule says which other documents of a batch NT-Xent pushes a
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from contrastext.clustering import Clusterer, SphericalKMeans
+from contrastext.clustering import Clusterer, SphericalKMeans, result_of_assignments
 from contrastext.config import EncoderConfig, LossConfig, OptimizerConfig, ScalingSettings, TrainConfig
 from contrastext.data.documents import ShuffleUnit
 from contrastext.data.pair_builders import PairBuilder, ShuffleDividePairs
@@ -37,6 +38,9 @@ from contrastext.methods.training import (
 )
 from contrastext.methods.negatives import BatchNegatives, Negatives
 from contrastext.models.resolve import DEFAULT_MODEL
+
+MANIFEST = "shuffle_divide.json"
+CENTROIDS = "centroids.npy"
 
 
 def default_shuffle_divide_train() -> TrainConfig:
@@ -100,6 +104,7 @@ class ShuffleDivide:
         self.seed = seed
         self.work_dir = work_dir
         self.encoder_ = None
+        self.centroids_: np.ndarray | None = None
         self.pair_stats_: dict[str, Any] = {}
         self.history_: list[dict[str, Any]] = []
 
@@ -146,12 +151,61 @@ class ShuffleDivide:
         return self.encoder_.encode(checked_texts(documents, "documents"), batch_size=self.batch_size)
 
     def fit_predict(self, documents: Sequence[str]) -> np.ndarray:
-        """Train on ``documents``, then cluster their embeddings: one cluster id per document."""
-        return np.asarray(self.clusterer.fit_predict(self.fit(documents).transform(documents)))
+        """Train on ``documents``, then cluster their embeddings: one cluster id per document. The clusters'
+        centroids are kept (``centroids_``), so ``predict`` and a saved model assign new documents to them."""
+        return self.cluster(self.fit(documents).transform(documents))
 
-    def save(self, path: str | os.PathLike[str]):
-        """The trained encoder in sentence-transformers format (``ShuffleDivide(path)`` starts from it)."""
+    def cluster(self, embeddings: np.ndarray) -> np.ndarray:
+        """Cluster embeddings by ``clusterer`` and keep the centroids: the clusterer's own where it has them
+        (spherical k-means), else each cluster's unit mean (then ``predict`` may move a few border documents)."""
+        assignments = np.asarray(self.clusterer.fit_predict(embeddings))
+        result = getattr(self.clusterer, "result_", None)
+        if result is None or getattr(result, "centroids", None) is None:
+            result = result_of_assignments(embeddings, assignments)
+            assignments = result.assignments
+        self.centroids_ = np.asarray(result.centroids, np.float32)
+        return assignments
+
+    def embed_and_predict(self, documents: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Embeddings, nearest-centroid cluster ids and their cosines, from one forward pass."""
+        if self.centroids_ is None:
+            raise RuntimeError("no clusters yet: call fit_predict(documents), or ShuffleDivide.load(folder)")
+        embeddings = self.transform(documents)
+        unit = embeddings / np.maximum(np.linalg.norm(embeddings, axis=1, keepdims=True), 1e-12)
+        similarity = unit @ self.centroids_.T
+        clusters = similarity.argmax(axis=1)
+        return embeddings, clusters, similarity[np.arange(len(clusters)), clusters]
+
+    def predict(self, documents: Sequence[str]) -> np.ndarray:
+        """Each document's nearest cluster centroid (cosine): new documents join the clusters ``fit_predict``
+        found."""
+        return self.embed_and_predict(documents)[1]
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """The trained encoder in sentence-transformers format (``ShuffleDivide(path)`` starts from it), plus
+        the clusters' centroids when there are any (``shuffle_divide.json``, ``centroids.npy``)."""
         if self.encoder_ is None:
             raise RuntimeError("call fit(documents) first")
-        return self.encoder_.save(path)
+        target = Path(self.encoder_.save(path))
+        if self.centroids_ is not None:
+            np.save(target / CENTROIDS, self.centroids_)
+            (target / MANIFEST).write_text(json.dumps({"n_clusters": int(len(self.centroids_)),
+                                                       "max_length": self.max_length,
+                                                       "batch_size": self.batch_size}, indent=2), encoding="utf-8")
+        return target
 
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], **kwargs) -> "ShuffleDivide":
+        """A saved model with its clusters: ``predict`` assigns documents to them; ``kwargs`` win over the
+        saved settings."""
+        manifest_file = Path(path) / MANIFEST
+        if not manifest_file.is_file():
+            raise FileNotFoundError(f"{path} has no {MANIFEST}: it holds an encoder but no clusters (save a "
+                                    "model after fit_predict)")
+        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+        settings = {"n_clusters": manifest["n_clusters"], "max_length": manifest["max_length"],
+                    "batch_size": manifest["batch_size"], **kwargs}
+        model = cls(str(path), **settings)
+        model.encoder_ = load_text_encoder(str(path), model.max_length)
+        model.centroids_ = np.load(Path(path) / CENTROIDS).astype(np.float32)
+        return model

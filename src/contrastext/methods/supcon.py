@@ -103,6 +103,12 @@ class SupConClassifier:
         self._check_fitted()
         return self.model_.predict(list(texts), batch_size=self.batch_size).probabilities
 
+    def embed_and_predict_proba(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Embeddings and class probabilities of ``texts`` from one forward pass (``predict``'s columns)."""
+        self._check_fitted()
+        prediction = self.model_.predict(list(texts), batch_size=self.batch_size)
+        return prediction.embeddings, prediction.probabilities
+
     def predict(self, texts: Sequence[str]) -> list[Any]:
         return [self.classes_[i] for i in self.predict_proba(texts).argmax(axis=1)]
 

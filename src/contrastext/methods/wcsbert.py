@@ -34,6 +34,7 @@ from contrastext.models.resolve import DEFAULT_MODEL
 from contrastext.selftrain.calibration import CalibrationConfig, calibrate
 from contrastext.selftrain.config import round_train
 from contrastext.selftrain.guard import TextGuard, guard_fields
+from contrastext.selftrain.heads import LabelHead
 from contrastext.selftrain.pseudo_labels import SelectionConfig, select
 from contrastext.selftrain.pseudo_pairs import text_pairs
 from contrastext.selftrain.scoring import changed_share, label_prompt_vectors
@@ -104,6 +105,7 @@ class WCSBert:
         self.patience = patience
         self.work_dir = work_dir
         self.encoder_ = None
+        self.head_: LabelHead | None = None
         self.chosen_round_: int = 0
         self.stop_reason_: str | None = None
         self.guard_round_0_: dict[str, float] | None = None
@@ -130,6 +132,7 @@ class WCSBert:
             with work_folder(self.work_dir, "wcsbert") as folder:
                 encoder = self._self_train(encoder, texts, folder, on_round)
         self.encoder_ = encoder
+        self.head_ = None  # the delivered model's prompt vectors, made on first use
         return self
 
     def _self_train(self, encoder, texts: list[str], folder: Path,
@@ -227,16 +230,34 @@ class WCSBert:
         self._check_fitted()
         return list(self.label_set_.labels)
 
+    @property
+    def head(self) -> LabelHead:
+        """What the model predicts with: the label prompts' vectors under the delivered model (saved with it)."""
+        self._check_fitted()
+        if self.head_ is None:
+            self.head_ = LabelHead.from_prompts(self.encoder_, self.label_set_, self.prompts, self.batch_size)
+        return self.head_
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """The delivered model's embeddings of ``texts`` (what the head scores)."""
+        self._check_fitted()
+        return self.encoder_.encode(checked_texts(texts), batch_size=self.batch_size)
+
     def scores(self, texts: Sequence[str]) -> np.ndarray:
         """[N, labels] cosine of each text to each label's best prompt (or ensemble of prompts)."""
-        self._check_fitted()
-        embeddings = self.encoder_.encode(checked_texts(texts), batch_size=self.batch_size)
-        return ZeroShotClassifier(self.encoder_, template=self.prompts).score_embeddings(embeddings,
-                                                                                        self.label_set_)
+        return self.head.scores(self.embed(texts))
+
+    def probabilities(self, scores: np.ndarray) -> np.ndarray:
+        """``scores`` as probabilities: a softmax over ``temperature``."""
+        return softmax(np.asarray(scores, np.float64) / self.temperature, axis=1).astype(np.float32)
+
+    def embed_and_predict_proba(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Embeddings and label probabilities of ``texts`` from one forward pass (``predict``'s columns)."""
+        embeddings = self.embed(texts)
+        return embeddings, self.probabilities(self.head.scores(embeddings))
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
-        logits = self.scores(texts).astype(np.float64) / self.temperature
-        return softmax(logits, axis=1).astype(np.float32)
+        return self.probabilities(self.scores(texts))
 
     def predict(self, texts: Sequence[str]) -> list[str]:
         labels = self.labels
@@ -248,11 +269,14 @@ class WCSBert:
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """The model in sentence-transformers format plus ``wcsbert.json`` (labels, aliases, templates)."""
+        """The model in sentence-transformers format plus ``wcsbert.json`` (labels, aliases, templates) and
+        its head (``head.json``, ``head_vectors.npy``)."""
         self._check_fitted()
         target = self.encoder_.save(path)
+        self.head.save(target)
         manifest = {"labels": list(self.label_set_.labels), "aliases": self.aliases_, "template": self.template,
-                    "templates": list(self.templates) if self.templates else None, "temperature": self.temperature}
+                    "templates": list(self.templates) if self.templates else None, "temperature": self.temperature,
+                    "max_length": int(self.encoder_.max_length)}
         (target / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
         return target
 
@@ -263,12 +287,17 @@ class WCSBert:
         manifest = json.loads((Path(path) / MANIFEST).read_text(encoding="utf-8"))
         saved = ({"templates": manifest["templates"]} if manifest.get("templates")
                  else {"template": manifest["template"]})
-        if kwargs.get("template") is not None or kwargs.get("templates") is not None:
+        new_prompts = kwargs.get("template") is not None or kwargs.get("templates") is not None
+        if new_prompts:
             saved = {}
+        if manifest.get("max_length"):
+            saved["max_length"] = manifest["max_length"]
         start = kwargs.pop("encoder", str(path))  # what a later fit starts from; predictions use the saved model
         model = cls(start, **{**saved, "temperature": manifest["temperature"], **kwargs})
         model.encoder_ = load_text_encoder(str(path), model.max_length)
         model.label_set_ = LabelSet.build(manifest["labels"], manifest["aliases"])
         model.aliases_ = manifest["aliases"]
+        # a head is the saved model's own unless other prompts were asked for (then made from them on first use)
+        model.head_ = None if new_prompts else LabelHead.load(path)
         return model
 

@@ -402,6 +402,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     rounds, stop, guard_0 = _self_training(run, model_0)
     best_round = stop.best_round
     final_model = rounds[best_round - 1]["model"] if best_round else model_0
+    delivered = _deliver(run, final_model)
     final = _final_evaluation(run, final_model, rounds, best_round) if eval_set is not None else None
     run.timings["total"] = time.perf_counter() - started
     labels = config.labels
@@ -411,6 +412,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
         "pool": config.pool.source,
         "corpus": corpus, "pretrain": pretrain, "pool_rows": encoded["rows"], "evaluations": evaluations,
         "rounds": rounds, "stop_reason": stop.reason, "chosen_round": best_round, "final_model": final_model,
+        "delivered": delivered,
         "guard_round_0": guard_0.value if guard_0 is not None else None,
         "guard_round_0_parts": guard_fields(guard_0) if guard_0 is not None else None,
         "final": final, "timings_s": run.timings,
@@ -526,6 +528,35 @@ def _finished_round(run: _Run, record: dict[str, Any], folder: str, guard) -> di
     if guard is not None and record.get("guard_anchored") is None:
         record |= guard_fields(guard.score(record["model"], record["embeddings"]))
     return record
+
+
+def _deliver(run: _Run, final_model: str) -> str:
+    """The kept model as a ``WCSBert`` folder at ``final/model``: the encoder, its labels and prompts and the
+    head it predicts with; what ``contrastext predict``, Serve and ``WCSBert.load`` read."""
+    target = run.path("final", "model")
+    label_set, prompts = run.label_set, list(run.config.labels.prompts)
+    stage = Stage(JOB, "deliver", folder=run.path("final"), settings={
+        "model": final_model, "labels": list(label_set.labels), "aliases": [list(a) for a in label_set.aliases],
+        "prompts": prompts, "max_length": run.config.encoder.max_length})
+    if stage.finished() is not None:
+        return target
+    method = run.method
+    method.encoder_ = run.config.encoder.load(final_model)
+    method.label_set_ = label_set
+    method.aliases_ = {label: list(aliases) for label, aliases in zip(label_set.labels, label_set.aliases)}
+    method.head_ = None
+    if storage.on_local_disk(target):
+        method.save(storage.resolve(target)[1])
+    else:
+        local = storage.scratch_dir("contrastext-deliver-")
+        try:
+            storage.copy_tree(method.save(local / "model"), target)
+        finally:
+            storage.remove_local(local)
+    stage.mark_done()
+    stage.say(f"{target} (from {final_model}); label a corpus with it: contrastext predict --set model={target} "
+              "--set input.path=...")
+    return target
 
 
 def _final_evaluation(run: _Run, final_model: str, rounds: list[dict[str, Any]], best_round: int) -> dict[str, Any]:

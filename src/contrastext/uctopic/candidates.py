@@ -141,11 +141,22 @@ def _spacy_spans(nlp, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
     return out
 
 
+def fit_ngram_extractor(sentences: Sequence[str], ngram: NgramSettings | None = None) -> NgramExtractor:
+    """An n-gram phrase vocabulary fitted on ``sentences`` (every candidate counts once a handful of short
+    documents leaves none seen twice)."""
+    fitted = NgramExtractor(ngram).fit(sentences)
+    if not fitted.vocabulary and (ngram is None or ngram.min_count > 1):
+        fitted = NgramExtractor(NgramSettings(**{**(ngram or NgramSettings()).__dict__, "min_count": 1})).fit(sentences)
+    return fitted
+
+
 def document_phrases(documents: Sequence[str], *, extractor: Extractor = "auto",
                      spacy_model: str = "en_core_web_sm", ngram: NgramSettings | None = None,
-                     splitter: OffsetSentenceSplitter | None = None) -> tuple[list[PhraseInstance], str]:
+                     splitter: OffsetSentenceSplitter | None = None,
+                     fitted: NgramExtractor | None = None) -> tuple[list[PhraseInstance], str]:
     """Phrase instances of documents (``document`` = its index, ``offset`` = its sentence's start) and the
-    extractor that found them (``spacy:<model>`` or ``ngram``)."""
+    extractor that found them (``spacy:<model>`` or ``ngram``). ``fitted``: the n-gram path marks the
+    phrases of this vocabulary (fitted on other documents) instead of fitting one on these."""
     if extractor == "spacy" and not available_spacy_model(spacy_model):
         raise ValueError(f"extractor 'spacy' needs the spaCy model package {spacy_model!r} installed; "
                          f"use extractor 'ngram' (or 'auto') without it")
@@ -160,10 +171,7 @@ def document_phrases(documents: Sequence[str], *, extractor: Extractor = "auto",
         spans_per_sentence = _spacy_spans(spacy.load(spacy_model, disable=["lemmatizer"]), texts)
         used = f"spacy:{spacy_model}"
     else:
-        fitted = NgramExtractor(ngram).fit(texts)
-        if not fitted.vocabulary and (ngram is None or ngram.min_count > 1):
-            # a handful of short documents: every candidate is seen once
-            fitted = NgramExtractor(NgramSettings(**{**(ngram or NgramSettings()).__dict__, "min_count": 1})).fit(texts)
+        fitted = fitted or fit_ngram_extractor(texts, ngram)
         spans_per_sentence = [fitted.find(t) for t in texts]
         used = "ngram"
     out = []

@@ -1,0 +1,250 @@
+"""The ``predict`` job: a trained model applied to every text of a corpus, streaming on Ray Data.
+
+Read tasks read the input's units (files, or row ranges of large parquet files) in chunks of texts; an actor
+pool, each actor holding the model once, turns each chunk into its output rows and writes them as one parquet
+file; the driver sees only each chunk's counts. A chunk's file is written whole under its own name, so a
+retried task or a resumed run writes it once; a run started again continues with the chunks that are missing,
+and one started with other settings is refused (``contrastext.predict.outputs``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from contrastext import storage
+from contrastext.manifest import write_json_atomic, write_manifest
+from contrastext.predict import outputs
+from contrastext.predict.config import PredictConfig
+from contrastext.predict.inputs import InputUnit, UnreadableInput, check_columns, plan_units, read_chunks
+from contrastext.predict.predictors import ModelKind, Predictor, model_kind
+from contrastext.report import format_table
+from contrastext.runtime import init_ray
+from contrastext.stages import Stage
+
+JOB = "predict"
+_PROGRESS_EVERY_S = 5.0
+
+
+def _read_unit(row: dict[str, Any], source: dict[str, Any], chunk_rows: int):
+    """Ray Data read task: one unit's chunk rows, then its plan row."""
+    from contrastext.predict.config import PredictInput
+
+    unit = InputUnit(**json.loads(row["unit"]))
+    yield from read_chunks(unit, PredictInput.model_validate(source), chunk_rows,
+                           frozenset(json.loads(row["skip"])))
+
+
+class PredictChunks:
+    """Ray Data actor: loads the model once; each chunk row becomes one output file (written here), each plan
+    row the unit's plan file; returns only the counts."""
+
+    def __init__(self, kind: dict[str, str], run_dir: str, settings: dict[str, Any], threads: int):
+        import torch
+
+        torch.set_num_threads(threads)
+        self.kind = ModelKind(**kind)
+        self.run_dir = run_dir
+        folder = self.kind.model
+        if not storage.on_local_disk(folder):  # a model on a bucket: one copy per actor, in node-local scratch
+            local = str(storage.scratch_dir("contrastext-predict-model-"))
+            storage.copy_tree(folder, local)
+            folder = local
+        elif folder.startswith("file://"):
+            folder = storage.resolve(folder)[1]
+        self.predictor = Predictor(self.kind, folder, **settings)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list]:
+        entries = []
+        for i in range(len(batch["unit"])):
+            unit, chunk = int(batch["unit"][i]), int(batch["chunk"][i])
+            if chunk < 0:
+                plan = json.loads(batch["plan"][i])
+                write_json_atomic(storage.join(self.run_dir, outputs.plan_name(unit)), plan)
+                entries.append(json.dumps({"unit": unit, "plan": plan}))
+                continue
+            entries.append(json.dumps(self._chunk(unit, chunk, list(batch["ids"][i]), list(batch["texts"][i]),
+                                                  int(batch["rows_in"][i]), json.loads(batch["skipped"][i]))))
+        return {"entry": entries}
+
+    def _chunk(self, unit: int, chunk: int, ids: list[str], texts: list[str], rows_in: int,
+               skipped: dict[str, int]) -> dict[str, Any]:
+        table = self.predictor.table([str(i) for i in ids], [str(t) for t in texts])
+        counted = self.kind.counted
+        counts = Counter() if counted is None else Counter(
+            "none" if value is None else str(value) for value in table.column(counted).to_pylist())
+        entry = {"unit": unit, "chunk": chunk, "rows_in": rows_in, "rows_out": table.num_rows,
+                 "skipped": skipped, "counts": dict(counts), "finished_at": time.time()}
+        table = table.replace_schema_metadata({outputs.COUNTS_KEY: json.dumps(entry).encode()})
+        storage.write_parquet(table, storage.join(self.run_dir, outputs.part_name(unit, chunk)))
+        return entry
+
+
+def _settings(config: PredictConfig, kind: ModelKind, units: list[InputUnit]) -> dict[str, Any]:
+    """What the output depends on (not how many actors made it): a run with other settings is refused."""
+    plan = hashlib.sha256(json.dumps([[u.file, u.row_start, u.row_end] for u in units]).encode()).hexdigest()
+    return {"model": config.model, "model_files": _model_signature(config.model), "task": kind.task,
+            "input": config.input.model_dump(mode="json"), "input_plan": plan[:16], "top_k": config.top_k,
+            "include_embedding": config.include_embedding, "max_length": config.max_length,
+            "chunk_rows": config.chunk_rows, "rows_per_unit": config.rows_per_unit}
+
+
+def _model_signature(model: str) -> str | None:
+    """The model folder's files by name and size: a model saved again in place is another model."""
+    if not (storage.is_uri(model) or storage.exists(model)):
+        return None  # a model spec (bundled:minilm), pinned by the package that ships it
+    files = storage.list_files(model, recursive=True)
+    sizes = [f"{f[len(str(model)):]}:{storage.file_size(f)}" for f in files]
+    return hashlib.sha256("\n".join(sizes).encode()).hexdigest()[:16]
+
+
+def run_predict(config: PredictConfig) -> dict[str, Any]:
+    """Predict every text of ``config.input`` (skipping chunks an earlier run finished); returns the summary."""
+    started = time.perf_counter()
+    run_dir = config.output.run_dir()
+    model = Stage(JOB, "model")
+    kind = model_kind(config.model, config.task)
+    model.say(f"{kind.method} at {config.model}: {kind.task}")
+    planning = Stage(JOB, "plan")
+    units, left_out = plan_units(config.input, config.rows_per_unit)
+    check_columns(units[0], config.input)
+    files = len({u.file for u in units})
+    planning.say(f"{files} files, {len(units)} units" + (f"; left out: {dict(left_out)}" if left_out else ""))
+    settings = _settings(config, kind, units)
+    outputs.check_settings(run_dir, settings, config.overwrite)
+    finished = Stage(JOB, "predict", folder=run_dir, settings=settings)
+    record = finished.finished()
+    if record is not None:
+        print(summary_table(record["result"]), flush=True)
+        return record["result"]
+
+    init_ray(config.ray)
+    removed = outputs.remove_temporary(run_dir)
+    plans, done = outputs.unit_plans(run_dir), outputs.finished_chunks(run_dir)
+    complete = {u for u, plan in plans.items() if set(range(plan["chunks"])) <= done.get(u, set())}
+    pending = [u for u in units if u.unit not in complete]
+    earlier = {(u, c) for u, chunks in done.items() for c in chunks}
+    finished.say(f"{len(units)} units: {len(complete)} finished in an earlier run, {len(pending)} to predict "
+                 f"({len(earlier)} chunks kept, {removed} partial files removed)")
+    started_at = time.time()
+    entries, times = _predict(config, kind, pending, done, run_dir, finished)
+    timings = {"predict": finished.seconds}
+
+    plans, done = outputs.unit_plans(run_dir), outputs.finished_chunks(run_dir)
+    missing = [u.unit for u in units if u.unit not in plans or not set(range(plans[u.unit]["chunks"])) <= done.get(u.unit, set())]
+    if missing:
+        raise RuntimeError(f"{len(missing)} units were not finished (first: {missing[:5]}); run the job again to "
+                           "finish them")
+    totals = outputs.empty_counts()
+    for entry in entries.values():
+        outputs.add_counts(totals, entry)
+    kept_files = [storage.join(run_dir, outputs.part_name(u, c)) for u, c in sorted(earlier)]
+    for entry in outputs.read_chunk_counts(kept_files):
+        outputs.add_counts(totals, entry)
+    timings["total"] = time.perf_counter() - started
+    unreadable = {plans[u]["file"]: plans[u]["unreadable"] for u in sorted(plans) if plans[u].get("unreadable")}
+    rows_now = sum(e["rows_out"] for e in entries.values())
+    summary = {
+        "model": config.model, "method": kind.method, "task": kind.task, "input": config.input.path,
+        "output": run_dir, "files": files, "units": len(units), "units_kept": len(complete),
+        "chunks": sum(plans[u.unit]["chunks"] for u in units), "chunks_kept": len(earlier),
+        "rows_in": totals["rows_in"], "rows_out": totals["rows_out"],
+        "rows_skipped": dict(totals["skipped"].most_common()), "files_left_out": dict(left_out),
+        "files_unreadable": unreadable, "counts": dict(totals["counts"].most_common()),
+        "rows_predicted": rows_now, "rows_per_s": rows_now / timings["predict"] if rows_now else None,
+        **_steady_rate(times, started_at), "actors": config.scaling.actors, "timings_s": timings,
+    }
+    write_json_atomic(storage.join(run_dir, "summary.json"), summary)
+    write_manifest(run_dir, job=JOB, config=config, timings=timings,
+                   counts={k: summary[k] for k in ("files", "units", "chunks", "rows_in", "rows_out")},
+                   extra={"method": kind.method, "task": kind.task, "rows_skipped": summary["rows_skipped"],
+                          "counts_per_value": summary["counts"]})
+    finished.mark_done(summary)
+    print(summary_table(summary), flush=True)
+    return summary
+
+
+def _predict(config: PredictConfig, kind: ModelKind, pending: list[InputUnit], done: dict[int, set[int]],
+             run_dir: str, stage: Stage) -> tuple[dict[tuple[int, int], dict[str, Any]], list[tuple[float, int]]]:
+    """Run the pipeline over ``pending``; returns each chunk's counts and (seconds, rows) per finished chunk."""
+    import ray.data
+
+    entries: dict[tuple[int, int], dict[str, Any]] = {}
+    times: list[tuple[float, int]] = []
+    if not pending:
+        return entries, times
+    scaling = config.scaling
+    items = [{"unit": json.dumps(u.as_dict()), "skip": json.dumps(sorted(done.get(u.unit, set())))} for u in pending]
+    ds = ray.data.from_items(items, override_num_blocks=len(items))
+    ds = ds.flat_map(_read_unit, num_cpus=scaling.read_cpus,
+                     fn_kwargs={"source": config.input.model_dump(mode="json"), "chunk_rows": config.chunk_rows})
+    settings = {"top_k": config.top_k, "include_embedding": config.include_embedding,
+                "max_length": config.max_length, "batch_size": config.batch_size}
+    ds = ds.map_batches(
+        PredictChunks, batch_size=1, concurrency=(scaling.actors, scaling.max_actors or scaling.actors),
+        num_cpus=scaling.cpus_per_actor, num_gpus=scaling.gpus_per_actor or None,
+        fn_constructor_kwargs={"kind": kind.__dict__, "run_dir": run_dir, "settings": settings,
+                               "threads": scaling.torch_threads or max(1, int(scaling.cpus_per_actor))})
+    units_done, rows, last_line = 0, 0, 0.0
+    try:
+        for row in ds.iter_rows():
+            entry = json.loads(row["entry"])
+            if "plan" in entry:
+                units_done += 1
+            elif (entry["unit"], entry["chunk"]) not in entries:  # a retried task's chunk counts once
+                entries[(entry["unit"], entry["chunk"])] = entry
+                rows += entry["rows_out"]
+                times.append((entry["finished_at"], entry["rows_out"]))
+            if stage.seconds - last_line >= _PROGRESS_EVERY_S or units_done == len(pending):
+                last_line = stage.seconds
+                stage.progress("units", units_done, len(pending), rows, "rows")
+    except Exception as error:  # noqa: BLE001 -- an unreadable file is the user's to fix: say which
+        line = next((l for l in str(error).splitlines() if "cannot be read:" in l and "input file" in l), None)
+        if line is None:
+            raise
+        raise UnreadableInput(line[line.index("input file"):] + " (set input.on_unreadable=skip to count it and "
+                              "go on)") from None
+    return entries, times
+
+
+def _steady_rate(times: list[tuple[float, int]], started_at: float) -> dict[str, float | None]:
+    """Time to the first finished chunk (actors start, model load) and the rate after it, by the clocks of
+    the actors that wrote the chunks (the driver sees them in batches)."""
+    if not times:
+        return {"first_chunk_s": None, "steady_rows_per_s": None}
+    times = sorted(times)
+    later = sum(rows for _, rows in times[1:])
+    span = times[-1][0] - times[0][0]
+    return {"first_chunk_s": times[0][0] - started_at,
+            "steady_rows_per_s": later / span if later and span > 0 else None}
+
+
+def summary_table(summary: dict[str, Any], max_values: int = 15) -> str:
+    rows: list[list[Any]] = [
+        ["model", f"{summary['method']} ({summary['task']})"],
+        ["files / units / chunks", f"{summary['files']} / {summary['units']} / {summary['chunks']}"],
+        ["rows in", f"{summary['rows_in']:,}"], ["rows out", f"{summary['rows_out']:,}"],
+    ]
+    for reason, count in summary["rows_skipped"].items():
+        rows.append([f"skipped: {reason}", f"{count:,}"])
+    for reason, count in summary["files_left_out"].items():
+        rows.append([f"files left out: {reason}", count])
+    for file, reason in list(summary["files_unreadable"].items())[:5]:
+        rows.append([f"unreadable: {storage.name(file)}", reason])
+    counts = list(summary["counts"].items())
+    for value, count in counts[:max_values]:
+        rows.append([f"{summary['task']}: {value}", f"{count:,}"])
+    if len(counts) > max_values:
+        rows.append([f"{summary['task']}: {len(counts) - max_values} more", f"{sum(c for _, c in counts[max_values:]):,}"])
+    rate = summary.get("rows_per_s")
+    steady = summary.get("steady_rows_per_s")
+    rows.append(["rows/s (run / steady)", f"{rate:,.1f} / {steady:,.1f}" if rate and steady else
+                 (f"{rate:,.1f}" if rate else "all kept from an earlier run")])
+    rows.append(["time s", f"{summary['timings_s']['total']:.1f}"])
+    rows.append(["output", summary["output"]])
+    return format_table(rows, headers=["predict", "value"])
