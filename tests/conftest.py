@@ -219,6 +219,29 @@ class MultiNodeCluster:
         self.workers.remove(node)
         self.cluster.remove_node(node, allow_graceful=False)
 
+    def remove_worker_once(self, files_written, at_least: int = 3, timeout_s: float = 600):
+        """A started thread that removes a worker node once ``files_written()`` reaches ``at_least``; its
+        ``record`` holds how many there were then (``files_before``) and when (``after_s``)."""
+        import threading
+        import time
+
+        record: dict[str, float] = {}
+        started = time.monotonic()
+
+        def watch():
+            while time.monotonic() - started < timeout_s:
+                written = files_written()
+                if written >= at_least:
+                    record["files_before"], record["after_s"] = written, time.monotonic() - started
+                    self.remove_worker(self.workers[0])
+                    return
+                time.sleep(0.1)
+
+        thread = threading.Thread(target=watch, daemon=True)
+        thread.record = record
+        thread.start()
+        return thread
+
     def restore(self, workers: int = 2) -> None:
         """Bring the worker count back (after a test removed nodes), so the next test finds the same cluster."""
         while len(self.workers) < workers:

@@ -1,8 +1,5 @@
 """encode_corpus on a cluster of several nodes loses one mid-run and still writes one row per page."""
 
-import threading
-import time
-
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -31,30 +28,17 @@ def test_encode_corpus_finishes_after_losing_a_node(fresh_cluster, s3_bucket, ti
                                 rows_per_shard=50, batch_size=16, output=OutputConfig(storage_path=s3_bucket + "/runs",
                                                                                       name="emb"),
                                 scaling=ScalingSettings(num_workers=2, cpus_per_worker=1))
-    removed: dict[str, float] = {}
-    started = time.monotonic()
-
-    def remove_a_node_after_the_first_shards():
-        while time.monotonic() - started < 600:
-            written = len(storage.list_files(run_dir, ".h5"))
-            if written >= 3:
-                removed["shards_before"] = written
-                removed["after_s"] = time.monotonic() - started
-                fresh_cluster.remove_worker(fresh_cluster.workers[0])
-                return
-            time.sleep(0.1)
-
-    killer = threading.Thread(target=remove_a_node_after_the_first_shards, daemon=True)
-    killer.start()
+    killer = fresh_cluster.remove_worker_once(lambda: len(storage.list_files(run_dir, ".h5")))
     summary = run_encode_corpus(config)
     killer.join(timeout=5)
+    removed = killer.record
     assert removed, "the job finished before a node could be removed"
-    assert removed["shards_before"] < 48, "every shard was written before the node was lost"
+    assert removed["files_before"] < 48, "every shard was written before the node was lost"
 
     corpus = H5Corpus(run_dir)
     got = np.concatenate([i for i, _ in corpus.iter_chunks(chunk_rows=500)]).tolist()
     assert summary["shards"] == 48 and summary["rows"] == 2400
     assert len(got) == len(set(got)) == 2400 and sorted(got) == sorted(ids)  # one row per page
     assert corpus.verify() == [] and not storage.list_temporary(run_dir)
-    print(f"\nencode_corpus: node removed after {removed['after_s']:.1f} s with {removed['shards_before']}/48 shards "
+    print(f"\nencode_corpus: node removed after {removed['after_s']:.1f} s with {removed['files_before']}/48 shards "
           f"written; finished with {summary['rows']} rows in {summary['timings_s']['total']:.1f} s")

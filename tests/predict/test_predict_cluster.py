@@ -1,8 +1,6 @@
 """predict on a cluster of several nodes loses one mid-run and still writes every id exactly once."""
 
 import json
-import threading
-import time
 
 import pytest
 
@@ -24,29 +22,17 @@ def test_predict_finishes_after_losing_a_node_with_every_id_once(fresh_cluster, 
     config = PredictConfig(model=model, input={"path": f"{s3_bucket}/docs/"}, chunk_rows=50, max_length=32,
                            batch_size=16, output={"storage_path": f"{s3_bucket}/predictions", "name": "labels"},
                            scaling={"actors": 2, "cpus_per_actor": 1, "read_cpus": 0.25})
-    removed: dict[str, float] = {}
-    started = time.monotonic()
-
-    def remove_a_node_after_the_first_chunks():
-        while time.monotonic() - started < 600:
-            written = len(storage.list_files(f"{run}/predictions", ".parquet"))
-            if written >= 3:
-                removed["chunks_before"], removed["after_s"] = written, time.monotonic() - started
-                fresh_cluster.remove_worker(fresh_cluster.workers[0])
-                return
-            time.sleep(0.1)
-
-    killer = threading.Thread(target=remove_a_node_after_the_first_chunks, daemon=True)
-    killer.start()
+    killer = fresh_cluster.remove_worker_once(lambda: len(storage.list_files(f"{run}/predictions", ".parquet")))
     summary = run_predict(config)
     killer.join(timeout=5)
+    removed = killer.record
     assert removed, "the job finished before a node could be removed"
-    assert removed["chunks_before"] < 48, "every chunk was written before the node was lost"
+    assert removed["files_before"] < 48, "every chunk was written before the node was lost"
 
     table = storage.read_parquet(storage.list_files(f"{run}/predictions", ".parquet"))
     ids = table.column("id").to_pylist()
     assert len(ids) == len(set(ids)) == 2400 and set(ids) == {f"{p}-{i}" for p in range(6) for i in range(400)}
     assert summary["chunks"] == 48 and summary["rows_out"] == 2400
     assert not storage.list_temporary(f"{run}/predictions")
-    print(f"\npredict: node removed after {removed['after_s']:.1f} s with {removed['chunks_before']}/48 chunks "
+    print(f"\npredict: node removed after {removed['after_s']:.1f} s with {removed['files_before']}/48 chunks "
           f"written; finished with {summary['rows_out']} rows in {summary['timings_s']['total']:.1f} s")

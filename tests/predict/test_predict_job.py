@@ -116,7 +116,7 @@ def test_shuffle_divide_clusters_bbcsport_through_predict_as_the_method_does(ray
     from contrastext import ShuffleDivide
     from contrastext.methods.shuffle_divide import default_shuffle_divide_train
 
-    texts, labels = _bbcsport()
+    texts, labels = _bbcsport(300)
     train = default_shuffle_divide_train().model_copy(update={"max_steps": 2})
     method = ShuffleDivide("bundled:minilm", n_clusters=5, train=train, max_length=128, work_dir=tmp_path / "work")
     fitted = method.fit_predict(texts)
@@ -209,6 +209,13 @@ def test_bad_input_is_named_before_any_work(tmp_path, tiny_encoder_dir):
     with pytest.raises(InputError, match="TextEncoder folder \\(embed\\); it cannot classify"):
         run_predict(_config(tiny_encoder_dir, tmp_path / "x.jsonl", tmp_path / "out", task="classify"))
     assert not (tmp_path / "out" / "run" / "predictions").exists()
+    # an output folder that holds someone else's files is left alone
+    (tmp_path / "mine" / "run").mkdir(parents=True)
+    (tmp_path / "mine" / "run" / "keep.txt").write_text("mine")
+    (tmp_path / "y.jsonl").write_text(json.dumps({"text": "a text"}) + "\n")
+    with pytest.raises(InputError, match="holds 1 files that no predict run wrote"):
+        run_predict(_config(tiny_encoder_dir, tmp_path / "y.jsonl", tmp_path / "mine"))
+    assert (tmp_path / "mine" / "run" / "keep.txt").read_text() == "mine"
     # the command line says it in one line, exit 2
     result = subprocess.run([sys.executable, "-m", "contrastext.cli", "predict", f"--set=model={tmp_path / 'not_a_model'}",
                              f"--set=input.path={tmp_path / 'x.jsonl'}", f"--set=output.storage_path={tmp_path / 'out'}"],

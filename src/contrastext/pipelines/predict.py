@@ -89,7 +89,8 @@ def _settings(config: PredictConfig, kind: ModelKind, units: list[InputUnit]) ->
     """What the output depends on (not how many actors made it): a run with other settings is refused."""
     plan = hashlib.sha256(json.dumps([[u.file, u.row_start, u.row_end] for u in units]).encode()).hexdigest()
     return {"model": config.model, "model_files": _model_signature(config.model), "task": kind.task,
-            "input": config.input.model_dump(mode="json"), "input_plan": plan[:16], "top_k": config.top_k,
+            "input": config.input.model_dump(mode="json", exclude={"on_unreadable"}), "input_plan": plan[:16],
+            "top_k": config.top_k,
             "include_embedding": config.include_embedding, "max_length": config.max_length,
             "chunk_rows": config.chunk_rows, "rows_per_unit": config.rows_per_unit}
 
@@ -203,12 +204,9 @@ def _predict(config: PredictConfig, kind: ModelKind, pending: list[InputUnit], d
             if stage.seconds - last_line >= _PROGRESS_EVERY_S or units_done == len(pending):
                 last_line = stage.seconds
                 stage.progress("units", units_done, len(pending), rows, "rows")
-    except Exception as error:  # noqa: BLE001 -- an unreadable file is the user's to fix: say which
-        line = next((l for l in str(error).splitlines() if "cannot be read:" in l and "input file" in l), None)
-        if line is None:
-            raise
-        raise UnreadableInput(line[line.index("input file"):] + " (set input.on_unreadable=skip to count it and "
-                              "go on)") from None
+    except UnreadableInput as error:  # Ray's task error is also an instance of the cause's class
+        cause = str(getattr(error, "cause", None) or error).splitlines()[0]  # Ray adds its retry advice below
+        raise UnreadableInput(f"{cause} (set input.on_unreadable=skip to count it and go on)") from None
     return entries, times
 
 

@@ -36,23 +36,26 @@ def plan_name(unit: int) -> str:
 
 
 def check_settings(run_dir: str, settings: dict[str, Any], overwrite: bool) -> None:
-    """Record ``settings`` for a new output; refuse one made with other settings unless ``overwrite``
-    (then it is emptied)."""
+    """Record ``settings`` for a new output; refuse a folder made with other settings, or holding files no
+    predict run wrote, unless ``overwrite`` (then it is emptied)."""
     location = storage.join(run_dir, SETTINGS_FILE)
     try:
         old = storage.read_json(location)
     except FileNotFoundError:
         old = None
+    present = storage.list_files(run_dir, recursive=True) if storage.exists(run_dir) else []
+    if old is None and present and not overwrite:
+        raise InputError(f"{run_dir} holds {len(present)} files that no predict run wrote: choose another "
+                         "output.name, or set overwrite=true to empty it")
     if old is not None:
         changed = setting_differences(old, as_json(settings))
-        if changed and not overwrite:
-            raise InputError(f"{run_dir} holds predictions made with other settings ({', '.join(sorted(changed))}); "
-                             "they are not mixed: choose another output.name, or set overwrite=true to replace them")
         if not changed:
             return
-    if old is not None or storage.exists(run_dir):
-        for file in storage.list_files(run_dir, recursive=True):
-            storage.delete(file)
+        if not overwrite:
+            raise InputError(f"{run_dir} holds predictions made with other settings ({', '.join(sorted(changed))}); "
+                             "they are not mixed: choose another output.name, or set overwrite=true to replace them")
+    for file in present:
+        storage.delete(file)
     write_json_atomic(location, as_json(settings))
 
 
