@@ -21,7 +21,7 @@ def test_predict_finishes_after_losing_a_node_with_every_id_once(fresh_cluster, 
     run = f"{s3_bucket}/predictions/labels"
     config = PredictConfig(model=model, input={"path": f"{s3_bucket}/docs/"}, chunk_rows=50, max_length=32,
                            batch_size=16, output={"storage_path": f"{s3_bucket}/predictions", "name": "labels"},
-                           scaling={"actors": 2, "cpus_per_actor": 1, "read_cpus": 0.25})
+                           scaling={"actors": 2, "cpus_per_actor": 1})
     killer = fresh_cluster.remove_worker_once(lambda: len(storage.list_files(f"{run}/predictions", ".parquet")))
     summary = run_predict(config)
     killer.join(timeout=5)

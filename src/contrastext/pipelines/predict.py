@@ -126,9 +126,10 @@ def run_predict(config: PredictConfig) -> dict[str, Any]:
 
     init_ray(config.ray)
     removed = outputs.remove_temporary(run_dir)
-    plans, done = outputs.unit_plans(run_dir), outputs.finished_chunks(run_dir)
-    complete = {u for u, plan in plans.items() if set(range(plan["chunks"])) <= done.get(u, set())}
-    pending = [u for u in units if u.unit not in complete]
+    done = outputs.finished_chunks(run_dir)
+    unfinished = set(outputs.unfinished(units, run_dir))
+    pending = [u for u in units if u.unit in unfinished]
+    complete = {u.unit for u in units} - unfinished
     earlier = {(u, c) for u, chunks in done.items() for c in chunks}
     finished.say(f"{len(units)} units: {len(complete)} finished in an earlier run, {len(pending)} to predict "
                  f"({len(earlier)} chunks kept, {removed} partial files removed)")
@@ -136,8 +137,7 @@ def run_predict(config: PredictConfig) -> dict[str, Any]:
     entries, times = _predict(config, kind, pending, done, run_dir, finished)
     timings = {"predict": finished.seconds}
 
-    plans, done = outputs.unit_plans(run_dir), outputs.finished_chunks(run_dir)
-    missing = [u.unit for u in units if u.unit not in plans or not set(range(plans[u.unit]["chunks"])) <= done.get(u.unit, set())]
+    missing = outputs.unfinished(units, run_dir)
     if missing:
         raise RuntimeError(f"{len(missing)} units were not finished (first: {missing[:5]}); run the job again to "
                            "finish them")
@@ -148,6 +148,7 @@ def run_predict(config: PredictConfig) -> dict[str, Any]:
     for entry in outputs.read_chunk_counts(kept_files):
         outputs.add_counts(totals, entry)
     timings["total"] = time.perf_counter() - started
+    plans = outputs.unit_plans(run_dir)
     unreadable = {plans[u]["file"]: plans[u]["unreadable"] for u in sorted(plans) if plans[u].get("unreadable")}
     rows_now = sum(e["rows_out"] for e in entries.values())
     summary = {
@@ -182,7 +183,8 @@ def _predict(config: PredictConfig, kind: ModelKind, pending: list[InputUnit], d
     scaling = config.scaling
     items = [{"unit": json.dumps(u.as_dict()), "skip": json.dumps(sorted(done.get(u.unit, set())))} for u in pending]
     ds = ray.data.from_items(items, override_num_blocks=len(items))
-    ds = ds.flat_map(_read_unit, num_cpus=scaling.read_cpus,
+    readers = max(2, 2 * (scaling.max_actors or scaling.actors))  # enough to keep every actor fed
+    ds = ds.flat_map(_read_unit, num_cpus=scaling.read_cpus, concurrency=readers,
                      fn_kwargs={"source": config.input.model_dump(mode="json"), "chunk_rows": config.chunk_rows})
     settings = {"top_k": config.top_k, "include_embedding": config.include_embedding,
                 "max_length": config.max_length, "batch_size": config.batch_size}
@@ -238,7 +240,8 @@ def summary_table(summary: dict[str, Any], max_values: int = 15) -> str:
     for value, count in counts[:max_values]:
         rows.append([f"{summary['task']}: {value}", f"{count:,}"])
     if len(counts) > max_values:
-        rows.append([f"{summary['task']}: {len(counts) - max_values} more", f"{sum(c for _, c in counts[max_values:]):,}"])
+        rest = sum(c for _, c in counts[max_values:])
+        rows.append([f"{summary['task']}: {len(counts) - max_values} more", f"{rest:,}"])
     rate = summary.get("rows_per_s")
     steady = summary.get("steady_rows_per_s")
     rows.append(["rows/s (run / steady)", f"{rate:,.1f} / {steady:,.1f}" if rate and steady else

@@ -36,7 +36,9 @@ class PredictScaling(Settings):
                                                            "(autoscaling); None: a fixed pool of `actors`")
     cpus_per_actor: float = Field(2.0, gt=0)
     gpus_per_actor: float = Field(0.0, ge=0, description="fractional values share a GPU (0.25: four actors a GPU)")
-    read_cpus: float = Field(0.25, gt=0, description="CPUs a read task holds (reading is mostly I/O)")
+    read_cpus: float = Field(0.0, ge=0, description="CPUs a read task holds: 0 (reading is mostly I/O) lets the "
+                                                    "re-reads that replace chunks lost with a node run while the "
+                                                    "actors hold every CPU (with any CPUs they would wait forever)")
     torch_threads: int | None = Field(None, ge=1, description="None: the actor's CPUs (at least 1)")
 
     @model_validator(mode="after")

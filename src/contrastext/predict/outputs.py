@@ -1,7 +1,8 @@
 """The predict job's output folder: a parquet file per chunk, a plan per unit, and what a run was made with.
 
-``predictions/part-<unit>-<chunk>.parquet`` files hold the rows (the folder reads as one parquet dataset); each records in its footer how many input rows its chunk
-read and why any were left out, so counts survive a resumed run. ``_units/unit-<unit>.json`` says how many
+``predictions/part-<unit>-<chunk>.parquet`` files hold the rows (the folder reads as one parquet dataset);
+each records in its footer how many input rows its chunk read and why any were left out, so counts survive a
+resumed run. ``_units/unit-<unit>.json`` says how many
 chunks a unit has (written by its read task). ``_settings.json`` is written before any chunk: a later run
 with other settings is refused rather than mixed in. A unit is finished when its plan is there and every
 chunk it names has its file; a run, when every unit is.
@@ -75,6 +76,13 @@ def unit_plans(run_dir: str) -> dict[int, dict[str, Any]]:
         plan = storage.read_json(file)
         plans[int(plan["unit"])] = plan
     return plans
+
+
+def unfinished(units, run_dir: str) -> list[int]:
+    """The units whose plan is missing or names a chunk without its file."""
+    plans, done = unit_plans(run_dir), finished_chunks(run_dir)
+    return [u.unit for u in units
+            if u.unit not in plans or not set(range(plans[u.unit]["chunks"])) <= done.get(u.unit, set())]
 
 
 def remove_temporary(run_dir: str) -> int:
