@@ -117,7 +117,7 @@ def test_shuffle_divide_clusters_bbcsport_through_predict_as_the_method_does(ray
     from contrastext.methods.shuffle_divide import default_shuffle_divide_train
 
     texts, labels = _bbcsport(300)
-    train = default_shuffle_divide_train().model_copy(update={"max_steps": 2})
+    train = default_shuffle_divide_train().model_copy(update={"max_steps": 2, "batch_size": 16})
     method = ShuffleDivide("bundled:minilm", n_clusters=5, train=train, max_length=128, work_dir=tmp_path / "work")
     fitted = method.fit_predict(texts)
     folder = method.save(tmp_path / "model")

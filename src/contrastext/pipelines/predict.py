@@ -29,6 +29,7 @@ from contrastext.stages import Stage
 
 JOB = "predict"
 _PROGRESS_EVERY_S = 5.0
+_BLOCK_BYTES = 64 * 1024
 
 
 def _read_unit(row: dict[str, Any], source: dict[str, Any], chunk_rows: int):
@@ -193,6 +194,9 @@ def _predict(config: PredictConfig, kind: ModelKind, pending: list[InputUnit], d
         num_cpus=scaling.cpus_per_actor, num_gpus=scaling.gpus_per_actor or None,
         fn_constructor_kwargs={"kind": kind.__dict__, "run_dir": run_dir, "settings": settings,
                                "threads": scaling.torch_threads or max(1, int(scaling.cpus_per_actor))})
+    # small blocks: a chunk is a block of its own, so the pool spreads one file's chunks over its actors and
+    # each chunk's counts reach the driver when it is written (one block would hold a whole file's chunks)
+    ds.context.target_max_block_size = _BLOCK_BYTES
     units_done, rows, last_line = 0, 0, 0.0
     try:
         for row in ds.iter_rows():
