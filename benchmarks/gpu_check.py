@@ -239,8 +239,9 @@ def predict_row(plan: Plan) -> Row:
     precision = "fp32" if plan.dry_run else "bf16 autocast"
     return figure(f"predict: 1 {plan.device.upper()} actor, WCSBert", plan, precision, "rows/s", outcome,
                   lambda r: r["throughput"]["job"]["steady_rows_per_s"] or r["throughput"]["job"]["rows_per_s"],
-                  lambda r: f"{r['throughput']['rows']:,} rows; job / plain loop {r['throughput']['ratio_end_to_end']:.2f} "
-                            f"end to end; 10M on 8: {r['projection_10m_on_8']['hours']:.1f} h")
+                  lambda r: f"{r['throughput']['rows']:,} rows; job / plain loop "
+                            f"{r['throughput']['ratio_end_to_end']:.2f} end to end; "
+                            f"10M on 8: {r['projection_10m_on_8']['hours']:.1f} h")
 
 
 def scale_row(plan: Plan) -> tuple[Row, bool]:

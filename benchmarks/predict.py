@@ -63,7 +63,8 @@ def plain_loop(model: Path, data: Path, out: Path, chunk_rows: int, batch_size: 
         ids, texts = batch.column("id").to_pylist(), batch.column("text").to_pylist()
         _, proba = classifier.embed_and_predict_proba(texts)
         labels = [classifier.labels[j] for j in proba.argmax(axis=1)]
-        pq.write_table(pa.table({"id": ids, "label": labels, "score": proba.max(axis=1)}), out / f"part-{i:05d}.parquet")
+        table = pa.table({"id": ids, "label": labels, "score": proba.max(axis=1)})
+        pq.write_table(table, out / f"part-{i:05d}.parquet")
         rows += len(ids)
         finished.append((time.perf_counter(), len(ids)))
     total = time.perf_counter() - started
@@ -118,16 +119,14 @@ def throughput(args, work: Path) -> dict:
             "ratio_steady": steady_job / steady_loop if steady_job and steady_loop else None}
 
 
-def memory_child(rows: int, work: Path) -> None:
-    """One driver's run over ``rows`` synthetic rows; prints its peak resident memory as JSON."""
+def memory_data(rows: int, work: Path) -> tuple[Path, Path]:
+    """Synthetic parquet files of ``rows`` short texts and a tiny random encoder (made here, not in the driver
+    measured: they would set its peak)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from transformers import BertConfig
 
-    from contrastext.console import configure_console
     from contrastext.models import TextEncoder
-    from contrastext.pipelines.predict import run_predict
-    from contrastext.predict.config import PredictConfig
 
     data = work / f"synthetic-{rows}"
     data.mkdir(parents=True, exist_ok=True)
@@ -135,28 +134,39 @@ def memory_child(rows: int, work: Path) -> None:
     per_file = 100_000
     for f in range(0, rows, per_file):
         n = min(per_file, rows - f)
-        pq.write_table(pa.table({"id": [str(f + i) for i in range(n)],
-                                 "text": [f"{words[i % 10]} {words[(i * 7) % 10]} {words[(i * 3) % 10]}" for i in range(n)]}),
+        texts = [f"{words[i % 10]} {words[(i * 7) % 10]} {words[(i * 3) % 10]}" for i in range(n)]
+        pq.write_table(pa.table({"id": [str(f + i) for i in range(n)], "text": texts}),
                        data / f"part-{f // per_file:04d}.parquet", row_group_size=20_000)
     tiny = work / "tiny"
     if not tiny.exists():
         config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                             intermediate_size=64, max_position_embeddings=64)
         TextEncoder.from_config(config, max_length=16).save(tiny)
+    return data, tiny
+
+
+def memory_child(rows: int, work: Path) -> None:
+    """One driver's run over the ``rows`` synthetic rows; prints its peak resident memory as JSON."""
+    from contrastext.console import configure_console
+    from contrastext.pipelines.predict import run_predict
+    from contrastext.predict.config import PredictConfig
+
     configure_console(verbose=False)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    summary = run_predict(PredictConfig(model=str(tiny), input={"path": str(data)}, chunk_rows=10_000,
-                                        batch_size=256, max_length=16, rows_per_unit=100_000,
+    summary = run_predict(PredictConfig(model=str(work / "tiny"), input={"path": str(work / f"synthetic-{rows}")},
+                                        chunk_rows=10_000, batch_size=256, max_length=16, rows_per_unit=100_000,
                                         output={"storage_path": str(work / "memory-out"), "name": f"rows-{rows}"},
                                         scaling={"actors": 1, "cpus_per_actor": float(os.cpu_count() or 1)}))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"rows": rows, "rows_out": summary["rows_out"], "peak_rss_mib": peak / 1024,
-                      "rss_before_job_mib": before / 1024, "seconds": summary["timings_s"]["total"]}))
+                      "rss_before_job_mib": before / 1024, "seconds": summary["timings_s"]["total"],
+                      "torch_in_driver": "torch" in sys.modules}))
 
 
 def memory(args, work: Path) -> dict:
     results = []
     for rows in args.memory_rows:
+        memory_data(rows, work)
         out = subprocess.run([sys.executable, __file__, "--memory-child", str(rows), "--work", str(work)],
                              capture_output=True, text=True, cwd=REPO_ROOT)
         if out.returncode != 0:
@@ -174,6 +184,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--memory-rows", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument("--skip-throughput", action="store_true", help="the memory runs alone (predict_memory.json)")
     parser.add_argument("--use-gpu", action="store_true", help="the job's actor and the loop on the GPU")
     parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
@@ -185,6 +196,11 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="contrastext-predict-bench-") as folder:
         work = Path(folder)
+        if args.skip_throughput:
+            result = memory(args, work)
+            print(json.dumps(result, indent=1))
+            print(f"written to {write_result('predict_memory', result)}")
+            return
         result = {"throughput": throughput(args, work)}
         if not args.skip_memory:
             result["memory"] = memory(args, work)

@@ -217,9 +217,10 @@ def test_bad_input_is_named_before_any_work(tmp_path, tiny_encoder_dir):
         run_predict(_config(tiny_encoder_dir, tmp_path / "y.jsonl", tmp_path / "mine"))
     assert (tmp_path / "mine" / "run" / "keep.txt").read_text() == "mine"
     # the command line says it in one line, exit 2
-    result = subprocess.run([sys.executable, "-m", "contrastext.cli", "predict", f"--set=model={tmp_path / 'not_a_model'}",
-                             f"--set=input.path={tmp_path / 'x.jsonl'}", f"--set=output.storage_path={tmp_path / 'out'}"],
-                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    command = [sys.executable, "-m", "contrastext.cli", "predict", f"--set=model={tmp_path / 'not_a_model'}",
+               f"--set=input.path={tmp_path / 'x.jsonl'}", f"--set=output.storage_path={tmp_path / 'out'}"]
+    result = subprocess.run(command, capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO / "src")})
     assert result.returncode == 2 and result.stderr.startswith("contrastext predict: model ")
 
 
