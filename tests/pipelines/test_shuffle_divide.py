@@ -87,6 +87,12 @@ def test_job_trains_clusters_reports_and_resumes(ray_session, tiny_encoder_dir, 
     assert table["cluster"] == best_assignments.tolist()
     assert (run_dir / "epochs" / "epoch_001" / "model" / "modules.json").is_file()
     assert (run_dir / "model" / "modules.json").is_file() == (best["epoch"] == 1)
+    if best["epoch"] == 1:  # the published model carries its clusters: new documents join them
+        from contrastext import ShuffleDivide
+
+        documents = [json.loads(line)["text"] for line in (tmp_path / "docs.jsonl").read_text().splitlines()
+                     if line.startswith("{\"")]
+        assert ShuffleDivide.load(run_dir / "model").predict(documents).tolist() == table["cluster"]
     assert json.loads((run_dir / "metrics.json").read_text())["k"] == 3
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["job"] == "shuffle_divide" and manifest["counts"]["documents"] == 24

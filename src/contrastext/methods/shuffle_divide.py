@@ -43,6 +43,17 @@ MANIFEST = "shuffle_divide.json"
 CENTROIDS = "centroids.npy"
 
 
+def save_clusters(folder: str, centroids: np.ndarray, *, max_length: int, batch_size: int) -> None:
+    """Write the clusters beside a saved encoder (a local folder or a URI): ``ShuffleDivide.load`` and the
+    ``predict`` job assign documents to them."""
+    from contrastext import storage
+    from contrastext.manifest import write_json_atomic
+
+    storage.write_npy(storage.join(folder, CENTROIDS), np.asarray(centroids, np.float32))
+    write_json_atomic(storage.join(folder, MANIFEST), {"n_clusters": int(len(centroids)), "max_length": max_length,
+                                                       "batch_size": batch_size})
+
+
 def default_shuffle_divide_train() -> TrainConfig:
     """NT-Xent (temperature 0.1) at a constant 3e-5 after warm-up, batch 64, one epoch per fit, 2-core worker."""
     return TrainConfig(
@@ -188,10 +199,7 @@ class ShuffleDivide:
             raise RuntimeError("call fit(documents) first")
         target = Path(self.encoder_.save(path))
         if self.centroids_ is not None:
-            np.save(target / CENTROIDS, self.centroids_)
-            (target / MANIFEST).write_text(json.dumps({"n_clusters": int(len(self.centroids_)),
-                                                       "max_length": self.max_length,
-                                                       "batch_size": self.batch_size}, indent=2), encoding="utf-8")
+            save_clusters(str(target), self.centroids_, max_length=self.max_length, batch_size=self.batch_size)
         return target
 
     @classmethod

@@ -29,7 +29,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from contrastext import storage
-from contrastext.clustering import SphericalKMeans
+from contrastext.clustering import SphericalKMeans, result_of_assignments
 from contrastext.config import OutputConfig, RayConfig, Settings, TrainConfig
 from contrastext.data.documents import ShuffleUnit, tfidf_matrix
 from contrastext.data.pair_builders import ShuffleDividePairs, TfidfNeighbourPairs
@@ -37,7 +37,7 @@ from contrastext.data.paths import DATA_ENV
 from contrastext.data.sources import LabelledTexts, TextSource, load_texts, locate
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.methods.negatives import BatchNegatives, OtherClusterNegatives
-from contrastext.methods.shuffle_divide import default_shuffle_divide_train
+from contrastext.methods.shuffle_divide import default_shuffle_divide_train, save_clusters
 from contrastext.metrics.clustering import clustering_scores, silhouette
 from contrastext.report import format_table
 from contrastext.stages import Stage, say
@@ -345,6 +345,9 @@ def _finish(rows: list[dict[str, Any]], docs: LabelledTexts, docs_path: Path | s
     model_dir = storage.join(run_dir, "model")
     if best["epoch"] > 0:
         _publish_model(storage.join(best_dir, "model"), model_dir)
+        # the clusters go with the model: ShuffleDivide.load(model).predict and `predict` assign new documents
+        save_clusters(model_dir, result_of_assignments(embeddings, assignments).centroids,
+                      max_length=config.encode_max_length, batch_size=config.encode_batch_size)
     else:
         storage.delete(model_dir)  # training did not beat the untrained encoder
 
