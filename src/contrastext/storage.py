@@ -130,6 +130,20 @@ def _visible(relative: str) -> bool:
     return not any(part.startswith((".", "_")) for part in relative.split("/"))
 
 
+def folder_of(location: Location) -> str:
+    """The folder a path or URI is in (``.`` for a bare name)."""
+    text = str(location).rstrip("/")
+    return parent(text) if "/" in text else "."
+
+
+def glob_base(pattern: str) -> str:
+    """The folder a glob's matches are listed from: the part before its first wildcard, up to a ``/``."""
+    static = pattern[: min(pattern.index(c) for c in _GLOB_CHARACTERS if c in pattern)]
+    if static.endswith("/"):
+        return static.rstrip("/") or "/"
+    return folder_of(static) if static else "."
+
+
 def _glob_regex(pattern: str):
     """A glob as a regular expression: ``*`` and ``?`` stay within one folder, ``**/`` spans any depth
     (``glob.translate`` does this from Python 3.13 on)."""
@@ -157,17 +171,17 @@ def expand(pattern: Location) -> list[str]:
             base = text.rstrip("/")
             found = [f for f in list_files(base, recursive=True) if _visible(f[len(base):].lstrip("/"))]
         else:  # a prefix: the parent's files whose path below it starts with the prefix's last part
-            base, start = parent(text), name(text)
+            base, start = folder_of(text), name(text)
             found = [f for f in list_files(base, recursive=True) if f[len(base):].lstrip("/").startswith(start)
                      and _visible(f[len(base):].lstrip("/"))]
     else:
-        static = text[: min(text.index(c) for c in _GLOB_CHARACTERS if c in text)]
-        base = static if static.endswith("/") else parent(static)
-        base = base.rstrip("/") or "/"
-        matches = _glob_regex(text).fullmatch
-        found = [f for f in list_files(base, recursive=True) if matches(f)]
+        base = glob_base(text)
+        matches = _glob_regex(text if base != "." or text.startswith("./") else f"./{text}").fullmatch
+        found = [f for f in list_files(base, recursive=True) if matches(f) and _visible(f[len(base):].lstrip("/"))]
     if not found:
         raise FileNotFoundError(f"{text}: no file matches")
+    if not text.startswith("./"):  # a bare relative pattern's matches, as the pattern names them
+        found = [f[2:] if f.startswith("./") else f for f in found]
     return sorted(found)
 
 

@@ -40,6 +40,26 @@ def test_expand_names_files_by_folder_glob_and_prefix(tmp_path):
         storage.expand(f"{folder}/*.csv")
 
 
+def test_relative_patterns_are_read_from_the_working_folder(tmp_path, monkeypatch):
+    for name in ["a.jsonl", "b.txt", "data1/x.jsonl", "part-3.txt"]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("{}\n")
+    monkeypatch.chdir(tmp_path)
+    assert storage.expand("*.jsonl") == ["a.jsonl"]
+    assert storage.expand("data*/x.jsonl") == ["data1/x.jsonl"]
+    assert storage.expand("part-") == ["part-3.txt"]
+    units, _ = plan_units(PredictInput(path="data*/*.jsonl"), 100)
+    assert [u.relative for u in units] == ["data1/x.jsonl"]
+
+
+def test_chunk_files_are_found_past_six_digit_units():
+    from contrastext.predict.outputs import _PART, part_name
+
+    for unit, chunk in [(3, 7), (1_234_567, 123_456)]:
+        match = _PART.search(part_name(unit, chunk))
+        assert (int(match[1]), int(match[2])) == (unit, chunk)
+
+
 def test_units_cover_a_folder_and_large_parquet_files_in_row_ranges(tmp_path):
     _jsonl(tmp_path / "in" / "a.jsonl", [{"text": "one"}])
     pq.write_table(pa.table({"text": [f"t{i}" for i in range(1000)]}), tmp_path / "in" / "b.parquet",
@@ -69,7 +89,7 @@ def test_chunks_hold_fixed_records_with_ids_and_the_reasons_rows_were_left_out(t
     assert [c["rows_in"] for c in chunks] == [3, 4, 1]
     assert [json.loads(c["skipped"]) for c in chunks] == [
         {"missing or empty text": 1}, {"missing or empty text": 1, "malformed JSON line": 1}, {}]
-    assert plan == {"unit": 0, "file": str(tmp_path / "docs.jsonl.gz"), "chunks": 3, "unreadable": None}
+    assert plan == {"unit": 0, "file": str(tmp_path / "docs.jsonl.gz"), "chunks": 3, "unreadable": None, "rows_lost": 0}
     # chunks finished earlier are read again but not handed on; the plan still counts them
     again, plan = _chunks(unit, source, 3, frozenset({0, 2}))
     assert [c["chunk"] for c in again] == [1] and plan["chunks"] == 3
@@ -107,7 +127,20 @@ def test_an_unreadable_file_is_an_error_naming_it_or_counted_when_asked(tmp_path
         list(read_chunks(bad, source, 10))
     skipping = source.model_copy(update={"on_unreadable": "skip"})
     chunks, plan = _chunks(bad, skipping, 10)
-    assert chunks[0]["ids"] == [] and plan["chunks"] == 1 and "ArrowInvalid" in plan["unreadable"]
+    assert chunks == [] and plan["chunks"] == 0 and "ArrowInvalid" in plan["unreadable"]
+    check_columns(bad, skipping)  # the rule holds for the first file too
+
+
+def test_a_file_that_breaks_mid_way_keeps_its_whole_chunks_and_counts_the_cut_one(tmp_path):
+    path = tmp_path / "x.jsonl.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write("".join(json.dumps({"text": f"text {i * 7919 % 100003}"}) + "\n" for i in range(2500)))
+    path.write_bytes(path.read_bytes()[:-40])  # the stream ends early: the gzip reader fails near the end
+    source = PredictInput(path=str(path), on_unreadable="skip")
+    (unit,), _ = plan_units(source, 100)
+    chunks, plan = _chunks(unit, source, 1000)
+    assert [len(c["ids"]) for c in chunks] == [1000, 1000] and plan["chunks"] == 2
+    assert plan["unreadable"] and 0 < plan["rows_lost"] < 500  # read before the error, in the chunk it cut
 
 
 def test_predict_input_refuses_settings_that_do_not_apply():

@@ -172,8 +172,13 @@ def describe(source: TextSource) -> str:
     return source.path or str(source.dataset)
 
 
-_TABLE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".csv", ".tsv", ".parquet")
-_TEXT_SUFFIXES = (".txt", ".md", ".text")
+TABLE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".csv", ".tsv", ".parquet")
+TEXT_SUFFIXES = (".txt", ".md", ".text")
+
+
+def file_suffix(path: Path | str) -> str:
+    """A file's kind: its suffix, lower case, without ``.gz``."""
+    return Path(str(path).rstrip("/").rsplit("/", 1)[-1].lower().removesuffix(".gz")).suffix
 
 
 def _suffix(path: Path) -> str:
@@ -192,7 +197,7 @@ def _records(path: Path, source: TextSource, skipped: Counter) -> Iterator[dict[
         yield from iter_vital_records(path, skipped)
     elif path.is_dir() and not _parquet_folder(path):
         yield from _folder_records(path, source, skipped)
-    elif _suffix(path) in _TEXT_SUFFIXES:
+    elif _suffix(path) in TEXT_SUFFIXES:
         with open_text(path) as f:
             for number, line in enumerate(f, start=1):
                 if line.strip():
@@ -226,11 +231,11 @@ def _folder_records(folder: Path, source: TextSource, skipped: Counter) -> Itera
     never collide), a text file as one text."""
     for path in _visible_files(folder):
         relative, kind = str(path.relative_to(folder)), _suffix(path)
-        if kind in _TABLE_SUFFIXES:
+        if kind in TABLE_SUFFIXES:
             for row, record in enumerate(_records(path, source, skipped)):
                 identifier = record.get(source.id_column) if source.id_column else None
                 yield {**record, _ID: f"{relative}:{identifier if identifier is not None else row}"}
-        elif kind in _TEXT_SUFFIXES:
+        elif kind in TEXT_SUFFIXES:
             with open_text(path) as f:
                 yield {source.text_columns[0]: f.read(), _ID: relative, _TEXT_FILE: True}
         else:

@@ -172,7 +172,10 @@ class ShuffleDivide:
         assignments = np.asarray(self.clusterer.fit_predict(embeddings))
         result = getattr(self.clusterer, "result_", None)
         if result is None or getattr(result, "centroids", None) is None:
-            result = result_of_assignments(embeddings, assignments)
+            if np.issubdtype(assignments.dtype, np.number) and (assignments < 0).any():
+                self.centroids_ = None  # noise rows (HDBSCAN's -1): ids returned as given, nothing to assign to
+                return assignments
+            result = result_of_assignments(embeddings, assignments)  # ids renumbered 0..k-1 in sorted order
             assignments = result.assignments
         self.centroids_ = np.asarray(result.centroids, np.float32)
         return assignments

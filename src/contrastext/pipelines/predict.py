@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from contrastext import storage
+from contrastext.errors import InputError
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.predict import outputs
 from contrastext.predict.config import PredictConfig
@@ -105,9 +106,24 @@ def _model_signature(model: str) -> str | None:
     return hashlib.sha256("\n".join(sizes).encode()).hexdigest()[:16]
 
 
+def _absolute_paths(config: PredictConfig) -> PredictConfig:
+    """Local model and input paths made absolute here: a worker on another node, or in another working folder,
+    reads the same place."""
+    from pathlib import Path
+
+    def absolute(location: str) -> str:
+        return location if storage.is_uri(location) else str(Path(location).expanduser().absolute())
+
+    model = config.model  # a local folder, else a URI or a model spec (bundled:minilm) as it is
+    model = absolute(model) if not storage.is_uri(model) and Path(model).expanduser().exists() else model
+    return config.model_copy(update={"model": model,
+                                     "input": config.input.model_copy(update={"path": absolute(config.input.path)})})
+
+
 def run_predict(config: PredictConfig) -> dict[str, Any]:
     """Predict every text of ``config.input`` (skipping chunks an earlier run finished); returns the summary."""
     started = time.perf_counter()
+    config = _absolute_paths(config)
     run_dir = config.output.run_dir()
     model = Stage(JOB, "model")
     kind = model_kind(config.model, config.task)
@@ -135,23 +151,22 @@ def run_predict(config: PredictConfig) -> dict[str, Any]:
     finished.say(f"{len(units)} units: {len(complete)} finished in an earlier run, {len(pending)} to predict "
                  f"({len(earlier)} chunks kept, {removed} partial files removed)")
     started_at = time.time()
-    entries, times = _predict(config, kind, pending, done, run_dir, finished)
+    totals = outputs.empty_counts()
+    rows_now, times = _predict(config, kind, pending, done, run_dir, finished, totals)
     timings = {"predict": finished.seconds}
 
     missing = outputs.unfinished(units, run_dir)
     if missing:
         raise RuntimeError(f"{len(missing)} units were not finished (first: {missing[:5]}); run the job again to "
                            "finish them")
-    totals = outputs.empty_counts()
-    for entry in entries.values():
-        outputs.add_counts(totals, entry)
-    kept_files = [storage.join(run_dir, outputs.part_name(u, c)) for u, c in sorted(earlier)]
-    for entry in outputs.read_chunk_counts(kept_files):
-        outputs.add_counts(totals, entry)
-    timings["total"] = time.perf_counter() - started
+    outputs.add_chunk_counts(totals, [storage.join(run_dir, outputs.part_name(u, c)) for u, c in sorted(earlier)])
     plans = outputs.unit_plans(run_dir)
     unreadable = {plans[u]["file"]: plans[u]["unreadable"] for u in sorted(plans) if plans[u].get("unreadable")}
-    rows_now = sum(e["rows_out"] for e in entries.values())
+    lost = sum(plans[u].get("rows_lost", 0) for u in plans)
+    if lost:  # records read before an unreadable file's error, in the chunk it cut short
+        totals["rows_in"] += lost
+        totals["skipped"]["in an unreadable file's last chunk"] += lost
+    timings["total"] = time.perf_counter() - started
     summary = {
         "model": config.model, "method": kind.method, "task": kind.task, "input": config.input.path,
         "output": run_dir, "files": files, "units": len(units), "units_kept": len(complete),
@@ -173,57 +188,70 @@ def run_predict(config: PredictConfig) -> dict[str, Any]:
 
 
 def _predict(config: PredictConfig, kind: ModelKind, pending: list[InputUnit], done: dict[int, set[int]],
-             run_dir: str, stage: Stage) -> tuple[dict[tuple[int, int], dict[str, Any]], list[tuple[float, int]]]:
-    """Run the pipeline over ``pending``; returns each chunk's counts and (seconds, rows) per finished chunk."""
+             run_dir: str, stage: Stage, totals: dict[str, Any]) -> tuple[int, list[tuple[float, int]]]:
+    """Run the pipeline over ``pending``, adding each chunk's counts to ``totals``; returns the rows predicted
+    and (finishing time, rows) of the first and the last chunk and the rows in between."""
     import ray.data
 
-    entries: dict[tuple[int, int], dict[str, Any]] = {}
-    times: list[tuple[float, int]] = []
+    seen: set[tuple[int, int]] = set()  # a retried task's chunk or plan counts once
+    first = last = None
+    rows = 0
     if not pending:
-        return entries, times
+        return rows, []
     scaling = config.scaling
     items = [{"unit": json.dumps(u.as_dict()), "skip": json.dumps(sorted(done.get(u.unit, set())))} for u in pending]
     ds = ray.data.from_items(items, override_num_blocks=len(items))
     readers = max(2, 2 * (scaling.max_actors or scaling.actors))  # enough to keep every actor fed
-    ds = ds.flat_map(_read_unit, num_cpus=scaling.read_cpus, concurrency=readers,
+    ds = ds.flat_map(_read_unit, num_cpus=scaling.read_cpus, compute=ray.data.TaskPoolStrategy(size=readers),
                      fn_kwargs={"source": config.input.model_dump(mode="json"), "chunk_rows": config.chunk_rows})
     settings = {"top_k": config.top_k, "include_embedding": config.include_embedding,
                 "max_length": config.max_length, "batch_size": config.batch_size}
     ds = ds.map_batches(
-        PredictChunks, batch_size=1, concurrency=(scaling.actors, scaling.max_actors or scaling.actors),
+        PredictChunks, batch_size=1,
+        compute=ray.data.ActorPoolStrategy(min_size=scaling.actors, max_size=scaling.max_actors or scaling.actors),
         num_cpus=scaling.cpus_per_actor, num_gpus=scaling.gpus_per_actor or None,
         fn_constructor_kwargs={"kind": kind.__dict__, "run_dir": run_dir, "settings": settings,
                                "threads": scaling.torch_threads or max(1, int(scaling.cpus_per_actor))})
     # small blocks: a chunk is a block of its own, so the pool spreads one file's chunks over its actors and
     # each chunk's counts reach the driver when it is written (one block would hold a whole file's chunks)
     ds.context.target_max_block_size = _BLOCK_BYTES
-    units_done, rows, last_line = 0, 0, 0.0
+    units_done, last_line = 0, 0.0
     try:
         for row in ds.iter_rows():
             entry = json.loads(row["entry"])
+            key = (entry["unit"], -1 if "plan" in entry else entry["chunk"])
+            if key in seen:
+                continue
+            seen.add(key)
             if "plan" in entry:
                 units_done += 1
-            elif (entry["unit"], entry["chunk"]) not in entries:  # a retried task's chunk counts once
-                entries[(entry["unit"], entry["chunk"])] = entry
+            else:
+                outputs.add_counts(totals, entry)
                 rows += entry["rows_out"]
-                times.append((entry["finished_at"], entry["rows_out"]))
+                point = (entry["finished_at"], entry["rows_out"])
+                first = point if first is None or point < first else first
+                last = point if last is None or point > last else last
             if stage.seconds - last_line >= _PROGRESS_EVERY_S or units_done == len(pending):
                 last_line = stage.seconds
                 stage.progress("units", units_done, len(pending), rows, "rows")
     except UnreadableInput as error:  # Ray's task error is also an instance of the cause's class
         cause = str(getattr(error, "cause", None) or error).splitlines()[0]  # Ray adds its retry advice below
         raise UnreadableInput(f"{cause} (set input.on_unreadable=skip to count it and go on)") from None
-    return entries, times
+    except InputError as error:  # a missing text column met by a read task
+        raise InputError(str(getattr(error, "cause", None) or error).splitlines()[0]) from None
+    if first is None:
+        return rows, []
+    return rows, [first, (last[0], rows - first[1])] if last != first else [first]
 
 
 def _steady_rate(times: list[tuple[float, int]], started_at: float) -> dict[str, float | None]:
     """Time to the first finished chunk (actors start, model load) and the rate after it, by the clocks of
-    the actors that wrote the chunks (the driver sees them in batches)."""
+    the actors that wrote the chunks (the driver sees them in batches); ``times``: the first chunk's (time,
+    rows), then the last one's time with every row after the first chunk."""
     if not times:
         return {"first_chunk_s": None, "steady_rows_per_s": None}
-    times = sorted(times)
-    later = sum(rows for _, rows in times[1:])
     span = times[-1][0] - times[0][0]
+    later = times[-1][1] if len(times) > 1 else 0
     return {"first_chunk_s": times[0][0] - started_at,
             "steady_rows_per_s": later / span if later and span > 0 else None}
 

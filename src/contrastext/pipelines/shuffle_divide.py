@@ -344,10 +344,13 @@ def _finish(rows: list[dict[str, Any]], docs: LabelledTexts, docs_path: Path | s
 
     model_dir = storage.join(run_dir, "model")
     if best["epoch"] > 0:
+        # the clusters go with the model (written before it is published, so it never appears without them):
+        # ShuffleDivide.load(model).predict and `predict` assign new documents to them
+        clusters = result_of_assignments(embeddings, assignments)
+        assignments = clusters.assignments  # ids as the centroids are numbered (k-means' own unless one is empty)
+        save_clusters(storage.join(best_dir, "model"), clusters.centroids, max_length=config.encode_max_length,
+                      batch_size=config.encode_batch_size)
         _publish_model(storage.join(best_dir, "model"), model_dir)
-        # the clusters go with the model: ShuffleDivide.load(model).predict and `predict` assign new documents
-        save_clusters(model_dir, result_of_assignments(embeddings, assignments).centroids,
-                      max_length=config.encode_max_length, batch_size=config.encode_batch_size)
     else:
         storage.delete(model_dir)  # training did not beat the untrained encoder
 

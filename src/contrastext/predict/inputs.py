@@ -17,12 +17,15 @@ from typing import Any, Iterator
 
 from contrastext import storage
 from contrastext.errors import InputError
-from contrastext.data.sources import file_records, missing_columns, record_text
+from contrastext.data.sources import (
+    TABLE_SUFFIXES,
+    TEXT_SUFFIXES,
+    file_records,
+    file_suffix,
+    missing_columns,
+    record_text,
+)
 from contrastext.predict.config import PredictInput
-
-TABLE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".csv", ".tsv", ".parquet")
-TEXT_SUFFIXES = (".txt", ".md", ".text")
-
 
 class UnreadableInput(InputError):
     """An input file that cannot be read; the message names it."""
@@ -41,30 +44,28 @@ class InputUnit:
         return asdict(self)
 
 
-def suffix(location: str) -> str:
-    return Path(storage.name(location).lower().removesuffix(".gz")).suffix
-
-
 def _base(pattern: str, single: bool) -> str:
     """The folder ids are relative to: the file's own folder, the folder, or a glob's / prefix's folder."""
     if single:
-        return storage.parent(pattern)
-    static = pattern
-    for c in "*?[":
-        if c in static:
-            static = static[: static.index(c)]
-    return static.rstrip("/") if storage.is_dir(static.rstrip("/") or "/") else storage.parent(static)
+        return storage.folder_of(pattern)
+    if any(c in pattern for c in "*?["):
+        return storage.glob_base(pattern)
+    return pattern.rstrip("/") if storage.is_dir(pattern) else storage.folder_of(pattern)
 
 
 def plan_units(source: PredictInput, rows_per_unit: int) -> tuple[list[InputUnit], Counter]:
     """Every unit of the input, in file order, and the files left out (by reason)."""
-    files = storage.expand(source.path)
+    try:
+        files = storage.expand(source.path)
+    except FileNotFoundError as error:
+        raise InputError(f"input.path {error}") from None
     single = len(files) == 1 and storage.is_file(source.path)
     base = _base(source.path, single)
     units: list[InputUnit] = []
     left_out: Counter = Counter()
     for file in files:
-        kind, relative = suffix(file), file[len(base):].lstrip("/")
+        kind = file_suffix(file)
+        relative = file[len(base):].lstrip("/") if base != "." else file
         if kind not in TABLE_SUFFIXES + TEXT_SUFFIXES:
             if single:
                 raise InputError(f"{file}: unknown input format (expected parquet, JSON lines, CSV/TSV or text, "
@@ -131,11 +132,16 @@ def _parquet_rows(unit: InputUnit, source: PredictInput) -> Iterator[dict[str, A
 
 
 def check_columns(unit: InputUnit, source: PredictInput) -> None:
-    """Fail before any work when the first record of the first file lacks a text column."""
+    """Fail before any work when the first record of the first file lacks a text column (a remote text file is
+    checked by its read task instead: the driver would download it whole)."""
+    if unit.row_start is None and not storage.on_local_disk(unit.file):
+        return
     skipped: Counter = Counter()
     try:
         first = next(iter(unit_records(unit, source, skipped)), None)
     except Exception as error:  # noqa: BLE001 -- named, with the file
+        if source.on_unreadable == "skip":
+            return
         raise UnreadableInput(f"input file {unit.file} cannot be read: {error}") from error
     if first is None:
         return
@@ -160,8 +166,15 @@ def read_chunks(unit: InputUnit, source: PredictInput, chunk_rows: int,
                 "rows_in": len(ids) + sum(skipped.values()), "skipped": json.dumps(dict(skipped)), "plan": ""}
 
     row_number = unit.row_start or 0
+    checked = unit.whole_text
     try:
         for record in unit_records(unit, source, skipped):
+            if not checked:
+                checked = True
+                missing = missing_columns(record, source, labels=False)
+                if missing:
+                    raise InputError(f"input file {unit.file}: text column(s) {missing} not found; its records "
+                                     f"have {sorted(record)} (set input.text_columns)")
             text, reason = record_text(record, source)
             rows_in += 1
             if text is None:
@@ -176,14 +189,19 @@ def read_chunks(unit: InputUnit, source: PredictInput, chunk_rows: int,
                     yield emit()
                 chunk, rows_in = chunk + 1, 0
                 ids.clear(), texts.clear(), skipped.clear()
+    except InputError:
+        raise
     except Exception as error:  # noqa: BLE001 -- the rule of on_unreadable decides
         if source.on_unreadable == "error":
             raise UnreadableInput(f"input file {unit.file} cannot be read: {type(error).__name__}: {error}") from error
         unreadable = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"[:300]
-    if rows_in or skipped or chunk == 0:
+    lost = 0
+    if unreadable is not None:  # the chunk the error cut short is not written: its records count as skipped
+        lost = len(ids) + sum(skipped.values())
+    elif rows_in or skipped or chunk == 0:
         if chunk not in skip_chunks:
             yield emit()
         chunk += 1
-    plan = {"unit": unit.unit, "file": unit.file, "chunks": chunk, "unreadable": unreadable}
+    plan = {"unit": unit.unit, "file": unit.file, "chunks": chunk, "unreadable": unreadable, "rows_lost": lost}
     yield {"unit": unit.unit, "chunk": -1, "ids": [], "texts": [], "rows_in": 0, "skipped": "{}",
            "plan": json.dumps(plan)}

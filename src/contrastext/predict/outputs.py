@@ -24,7 +24,7 @@ from contrastext.stages import as_json, setting_differences
 SETTINGS_FILE = "_settings.json"
 DATA = "predictions"
 PLANS = "_units"
-_PART = re.compile(r"part-(\d{6})-(\d{5})\.parquet$")
+_PART = re.compile(r"part-(\d+)-(\d+)\.parquet$")
 COUNTS_KEY = b"contrastext.predict"
 
 
@@ -94,18 +94,15 @@ def remove_temporary(run_dir: str) -> int:
     return len(leftovers)
 
 
-def chunk_counts(rows_in: int, rows_out: int, skipped: dict[str, int], counted: dict[str, int]) -> bytes:
-    return json.dumps({"rows_in": rows_in, "rows_out": rows_out, "skipped": skipped, "counts": counted}).encode()
-
-
-def read_chunk_counts(files: list[str], threads: int = 16) -> list[dict[str, Any]]:
-    """The counts in each file's footer (the footers only are read, several at a time)."""
+def add_chunk_counts(total: dict[str, Any], files: list[str], threads: int = 16) -> None:
+    """Add the counts in each file's footer to ``total`` (footers only, several read at a time)."""
     def one(file: str) -> dict[str, Any]:
         metadata = storage.parquet_file(file).schema_arrow.metadata or {}
         return json.loads(metadata[COUNTS_KEY])
 
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        return list(pool.map(one, files))
+        for entry in pool.map(one, files):
+            add_counts(total, entry)
 
 
 def add_counts(total: dict[str, Any], entry: dict[str, Any]) -> None:
