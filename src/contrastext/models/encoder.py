@@ -240,7 +240,8 @@ class TextEncoder(nn.Module):
                         batch["token_type_ids"] = [type_ids[i] for i in rows]
                     if onnx is not None:
                         features = {k: v.numpy() for k, v in self.pad(batch).items()}
-                        out[[start + i for i in rows]] = onnx.embed(features, num_threads)
+                        # the session's threads follow torch's, which actors and servers pin
+                        out[[start + i for i in rows]] = onnx.embed(features, num_threads or torch.get_num_threads())
                     else:
                         features = {k: v.to(self.device, non_blocking=True)
                                     for k, v in self.pad(batch).items()}
