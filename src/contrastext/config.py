@@ -29,7 +29,7 @@ class EncoderConfig(Settings):
     max_length: int = Field(128, gt=0)
     allow_download: bool = Field(False, description="let the Hugging Face hub be contacted for a missing model")
     backend: Literal["torch", "onnx", "onnx-int8", "auto"] = Field(
-        "auto", description="what encode runs on: auto is ONNX int8 on a CPU (fp32 ONNX where int8 is not "
+        "torch", description="what encode runs on: auto is ONNX int8 on a CPU (fp32 ONNX where int8 is not "
         "used), torch (bf16) on a GPU; training always runs on torch")
 
     def load(self, model: str | os.PathLike[str] | None = None, *, max_length: int | None = None,
