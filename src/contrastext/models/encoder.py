@@ -127,7 +127,7 @@ class TextEncoder(nn.Module):
     # ---------------------------------------------------------------- backend
     def set_backend(self, backend: str) -> "TextEncoder":
         """Run ``encode`` on ``backend`` (torch, onnx, onnx-int8, auto); the export is made on first use."""
-        from contrastext.models import onnx_backend
+        import contrastext.models.onnx_backend as onnx_backend
 
         onnx_backend.check_backend(backend)
         self.backend_requested = backend

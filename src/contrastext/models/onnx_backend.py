@@ -150,7 +150,7 @@ class OnnxRunner:
         self.source_dir, self.used, self.folder, self._sessions = None, None, None, {}
 
     def digest(self) -> str:
-        from contrastext.models import onnx_export
+        import contrastext.models.onnx_export as onnx_export
 
         if self.source_dir is not None:
             return onnx_export.folder_digest(self.source_dir)
@@ -160,7 +160,8 @@ class OnnxRunner:
         """Export (or find the cached export) and settle int8 or fp32; returns the seconds it took."""
         import time
 
-        from contrastext.models import onnx_export, onnx_quality
+        import contrastext.models.onnx_export as onnx_export
+        import contrastext.models.onnx_quality as onnx_quality
 
         if self.used is not None:
             return 0.0
