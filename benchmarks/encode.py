@@ -7,6 +7,14 @@ Both encoders run in this process, alternately, on the same 2,000 real AG News t
 description); the ratio ours/theirs of the median throughputs is the figure (target ≥ 1.0). Both run in
 the same precision: ``auto`` is bf16 on GPU (autocast) and fp32 on CPU; ``bf16`` on CPU gives ours bf16
 weights (as the serving replicas do) and theirs bf16 autocast.
+
+    python benchmarks/encode.py --backends [--texts 1000 --max-length 128 --batch-size 64]
+
+compares the inference backends on the CPU in one run: contrastext torch, onnx and onnx-int8 against
+sentence-transformers torch, ``backend="onnx"`` and its int8 export (``export_dynamic_quantized_onnx_model``
+with the avx512_vnni config, into a temporary folder), median of ``--repeats`` interleaved runs, each with
+its zero-shot accuracy on the same texts (AG News labels). sentence-transformers' ONNX rows need optimum;
+without it they say so.
 """
 
 from __future__ import annotations
@@ -34,7 +42,10 @@ def main() -> None:
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
     parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
                         help="of both encoders (auto: bf16 on GPU, fp32 on CPU)")
+    parser.add_argument("--backends", action="store_true", help="compare the inference backends (CPU)")
     args = parser.parse_args()
+    if args.backends:
+        return compare_backends(args)
 
     from sentence_transformers import SentenceTransformer
 
@@ -81,6 +92,96 @@ def main() -> None:
         ["ratio ours / theirs", result["ratio_ours_over_theirs"]],
     ], headers=[f"encode {len(texts)} AG News texts on {ours.device}, {result['precision']} (texts/s)", "value"]))
     print(f"written to {write_result('encode', result)}")
+
+
+AG_NEWS_LABELS = ["World", "Sports", "Business", "Sci/Tech"]
+
+
+def ag_news_gold(limit: int) -> np.ndarray:
+    import csv
+
+    from _common import AG_NEWS_TEST
+
+    with open(AG_NEWS_TEST, newline="", encoding="utf-8") as f:
+        return np.array([int(row[0]) - 1 for _, row in zip(range(limit), csv.reader(f))])
+
+
+def _st_onnx(path: str, int8: bool):
+    """sentence-transformers on ONNX (its own export, no hub), or the reason it cannot run here."""
+    import tempfile
+
+    from sentence_transformers import SentenceTransformer
+
+    try:
+        model = SentenceTransformer(path, backend="onnx", device="cpu",
+                                    model_kwargs={"export": True, "file_name": "model.onnx"})
+        if not int8:
+            return model, None
+        from sentence_transformers.backend import export_dynamic_quantized_onnx_model
+
+        folder = tempfile.mkdtemp(prefix="st-onnx-")
+        model.save_pretrained(folder)
+        export_dynamic_quantized_onnx_model(model, "avx512_vnni", folder)
+        return SentenceTransformer(folder, backend="onnx", device="cpu",
+                                   model_kwargs={"file_name": "onnx/model_qint8_avx512_vnni.onnx"}), None
+    except Exception as exc:  # optimum absent, or a version that does not fit this transformers
+        return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+
+
+def compare_backends(args) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    from contrastext.zeroshot import ZeroShotClassifier
+
+    rows = ag_news_rows(args.texts)
+    texts = [f"{title}. {body}" for title, body in rows]
+    gold = ag_news_gold(len(texts))
+    path = str(resolve_model_path(args.model))
+    contenders, skipped, export_s = {}, {}, {}
+    for backend in ("torch", "onnx", "onnx-int8"):
+        encoder = TextEncoder.from_pretrained(args.model, max_length=args.max_length, device="cpu", backend=backend)
+        export_s[backend] = encoder.prepare_backend()
+        contenders[f"contrastext {backend}"] = (encoder, encoder.backend)
+    st_torch = SentenceTransformer(path, device="cpu")
+    contenders["sentence-transformers torch"] = (st_torch, "torch")
+    for name, int8 in (("onnx", False), ("onnx int8", True)):
+        model, reason = _st_onnx(path, int8)
+        if model is None:
+            skipped[f"sentence-transformers {name}"] = reason
+        else:
+            contenders[f"sentence-transformers {name}"] = (model, name)
+    for model, _ in contenders.values():
+        if hasattr(model, "max_seq_length"):
+            model.max_seq_length = args.max_length
+    labeller = contenders["contrastext torch"][0]
+
+    def run(model):
+        return model.encode(texts, batch_size=args.batch_size)
+
+    embeddings = {name: run(model) for name, (model, _) in contenders.items()}  # also the warm-up
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(args.repeats):  # interleaved, so machine noise hits all alike
+        for name, (model, _) in contenders.items():
+            times[name].append(timed(lambda: run(model)))
+    label_set = ZeroShotClassifier(labeller).label_set(AG_NEWS_LABELS)
+    result = {"texts": len(texts), "batch_size": args.batch_size, "max_length": args.max_length,
+              "threads": torch.get_num_threads(), "export_s": export_s, "skipped": skipped, "rows": {}}
+    table = []
+    for name, (model, used) in contenders.items():
+        # each contender embeds the label prompts too
+        predicted = ZeroShotClassifier(model).score_embeddings(embeddings[name], label_set).argmax(axis=1)
+        rate = len(texts) / float(np.median(times[name]))
+        accuracy = float((predicted == gold).mean())
+        result["rows"][name] = {"backend": used, "texts_per_s": rate, "accuracy": accuracy, "seconds": times[name]}
+        table.append([name, used, f"{rate:.1f}", f"{accuracy:.4f}"])
+    for name, reason in skipped.items():
+        table.append([name, "-", "not run", reason])
+    reference = result["rows"].get("sentence-transformers onnx int8")
+    if reference:
+        result["ratio_int8_over_st_int8"] = result["rows"]["contrastext onnx-int8"]["texts_per_s"] / reference["texts_per_s"]
+    print(format_table(table, headers=[f"{len(texts)} AG News texts, {args.max_length} tokens, batch {args.batch_size}",
+                                       "backend", "texts/s", "zero-shot accuracy"]))
+    print(f"written to {write_result('encode_backends', result)}")
 
 
 if __name__ == "__main__":

@@ -156,6 +156,8 @@ def main() -> None:
     parser.add_argument("--max-batch-size", type=int, default=16)
     parser.add_argument("--batch-wait-ms", type=float, default=5.0)
     parser.add_argument("--threads", type=int, default=2, help="torch threads per replica")
+    parser.add_argument("--backend", choices=["torch", "onnx", "onnx-int8", "auto"], default="torch",
+                        help="the replicas' inference backend (torch: the figures this benchmark has always given)")
     parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
                         help="the replicas' precision (auto: bf16 where the CPU has native bf16)")
     parser.add_argument("--access-log", action="store_true",
@@ -172,7 +174,7 @@ def main() -> None:
 
     texts = [f"{title}. {body}" for title, body in ag_news_rows(2000)]
     common = {"model": args.model, "max_length": 128, "num_cpus": 1, "torch_threads": args.threads,
-              "precision": args.precision, "use_gpu": args.use_gpu}
+              "precision": args.precision, "use_gpu": args.use_gpu, "backend": args.backend}
     config = ServeConfig(
         port=free_port(), app_name="serve-benchmark",
         models={"batched": {**common, "batching": {"enabled": True, "max_batch_size": args.max_batch_size,

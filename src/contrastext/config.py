@@ -28,20 +28,25 @@ class EncoderConfig(Settings):
     normalize: bool | None = None
     max_length: int = Field(128, gt=0)
     allow_download: bool = Field(False, description="let the Hugging Face hub be contacted for a missing model")
+    backend: Literal["torch", "onnx", "onnx-int8", "auto"] = Field(
+        "torch", description="what encode runs on: auto is ONNX int8 on a CPU (fp32 ONNX where int8 is not "
+        "used), torch (bf16) on a GPU; training always runs on torch")
 
     def load(self, model: str | os.PathLike[str] | None = None, *, max_length: int | None = None,
-             device: str | None = None) -> "TextEncoder":
+             device: str | None = None, backend: str | None = None) -> "TextEncoder":
         """The ``TextEncoder`` these settings describe (torch is imported only here).
 
         ``model``: another model to load with the same settings (a trained folder, a URI) instead of
         ``self.model``; ``max_length``: another token limit (e.g. for encoding rather than training);
-        ``device``: None picks the GPU when there is one.
+        ``device``: None picks the GPU when there is one; ``backend``: another backend than ``self.backend``
+        (a model about to be trained takes torch).
         """
         from contrastext.models.encoder import TextEncoder
 
         return TextEncoder.from_pretrained(self.model if model is None else model, pooling=self.pooling,
                                            normalize=self.normalize, max_length=max_length or self.max_length,
-                                           device=device, allow_download=self.allow_download)
+                                           device=device, allow_download=self.allow_download,
+                                           backend=backend or self.backend)
 
 
 class OptimizerConfig(Settings):

@@ -146,6 +146,7 @@ class WCSBert:
         stop = RoundStop(self.rounds, patience=self.patience, guard_0=guard_0.value if guard_0 is not None else None)
         kept = {0: encoder}  # the round-0 model and the best round's since
         model = encoder_spec(self.encoder, folder / "start")
+        backend = getattr(encoder, "backend_requested", "torch")  # the rounds' models run where the first did
         previous = None
         for r in range(1, self.rounds + 1):
             pseudo, pairs, shares, text_pairs_made = self._pseudo_pairs(encoder, texts, r)
@@ -157,13 +158,15 @@ class WCSBert:
                     for i in order]
             result = self.train_round(rows, model, r, folder)
             model = result.model_path
-            encoder = load_text_encoder(model, self.max_length)
+            encoder = load_text_encoder(model, self.max_length).set_backend(backend)
+            export_seconds = encoder.prepare_backend()  # the new weights exported before they encode
             per_label = pseudo.kept_per_label(len(self.label_set_.labels)).tolist()
             record = {"round": r, "kept": int(len(pseudo.kept)), "pairs": len(pairs),
                       "kept_per_label": dict(zip(self.label_set_.labels, per_label)),
                       "teacher_shares": dict(zip(self.label_set_.labels, shares.tolist())),
                       "text_pairs": text_pairs_made,
                       "labels_changed": changed_share(previous, pseudo.label), "steps": result.steps,
+                      "export_seconds": export_seconds,
                       "model": kept_path(model, self.work_dir)}
             if guard is not None:
                 record |= guard_fields(guard.score(encoder))

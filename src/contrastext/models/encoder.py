@@ -61,7 +61,7 @@ class TextEncoder(nn.Module):
 
     def __init__(self, transformer: nn.Module, tokenizer, *, pooling: Pooling = "mean", normalize: bool = False,
                  max_length: int = DEFAULT_MAX_LENGTH, do_lower_case: bool = False, bf16_on_gpu: bool = True,
-                 pad_to_multiple_of: int | None = None):
+                 pad_to_multiple_of: int | None = None, backend: str = "torch"):
         super().__init__()
         self.transformer = transformer
         self.tokenizer = tokenizer
@@ -71,15 +71,20 @@ class TextEncoder(nn.Module):
         self.do_lower_case = do_lower_case
         self.bf16_on_gpu = bf16_on_gpu
         self.pad_to_multiple_of = pad_to_multiple_of
+        self._onnx = None
+        self._source_dir: Path | None = None
+        self.set_backend(backend)
 
     # ---------------------------------------------------------------- construction
     @classmethod
     def from_pretrained(cls, spec: str | os.PathLike[str] = DEFAULT_MODEL, *, pooling: Pooling | None = None,
                         normalize: bool | None = None, max_length: int | None = None,
-                        device: str | torch.device | None = None, allow_download: bool = False) -> "TextEncoder":
+                        device: str | torch.device | None = None, allow_download: bool = False,
+                        backend: str = "torch") -> "TextEncoder":
         """Load a sentence-transformers folder, a plain HF model, or a bundled model (see ``resolve_model_path``).
 
         Arguments left as None take what the folder says (plain HF models: mean pooling, no normalisation).
+        ``backend``: what ``encode`` runs on (``models.onnx_backend``): torch, onnx, onnx-int8 or auto.
         """
         from transformers import AutoModel, AutoTokenizer
 
@@ -88,7 +93,7 @@ class TextEncoder(nn.Module):
         if storage.is_uri(spec) and not str(spec).startswith("file://"):  # a folder an earlier stage saved remotely
             with storage.local_copy(spec) as folder:
                 return cls.from_pretrained(folder, pooling=pooling, normalize=normalize, max_length=max_length,
-                                           device=device, allow_download=allow_download)
+                                           device=device, allow_download=allow_download, backend=backend)
         if str(spec).startswith("file://"):
             spec = storage.resolve(spec)[1]
         model_dir = resolve_model_path(spec, allow_download=allow_download)
@@ -103,7 +108,9 @@ class TextEncoder(nn.Module):
             max_length=max_length or layout.max_seq_length or min(DEFAULT_MAX_LENGTH, model_max),
             do_lower_case=layout.do_lower_case,
         )
-        return encoder.to(pick_device(device)).eval()
+        encoder._source_dir = Path(layout.transformer_dir)
+        encoder = encoder.to(pick_device(device)).eval()
+        return encoder.set_backend(backend)
 
     load = from_pretrained
 
@@ -116,6 +123,42 @@ class TextEncoder(nn.Module):
         tokenizer = AutoTokenizer.from_pretrained(str(resolve_model_path(tokenizer_spec)))
         torch.manual_seed(seed)
         return cls(AutoModel.from_config(config), tokenizer, **kwargs).eval()
+
+    # ---------------------------------------------------------------- backend
+    def set_backend(self, backend: str) -> "TextEncoder":
+        """Run ``encode`` on ``backend`` (torch, onnx, onnx-int8, auto); the export is made on first use."""
+        import contrastext.models.onnx_backend as onnx_backend
+
+        onnx_backend.check_backend(backend)
+        self.backend_requested = backend
+        used = onnx_backend.resolve(backend, self.device.type) if backend != "torch" else "torch"
+        self._onnx = None if used == "torch" else onnx_backend.OnnxRunner(self, used, self._source_dir)
+        return self
+
+    @property
+    def backend(self) -> str:
+        """What ``encode`` runs on: torch, onnx or onnx-int8 (settled by ``prepare_backend`` for ONNX)."""
+        if self._onnx is None:
+            return "torch"
+        return self._onnx.used or self._onnx.requested
+
+    def prepare_backend(self) -> float:
+        """Export this encoder's current weights for its ONNX backend now (cached: a no-op when done);
+        returns the seconds it took (0 for torch)."""
+        return self._onnx.prepare() if self._onnx is not None else 0.0
+
+    def train(self, mode: bool = True) -> "TextEncoder":
+        if mode:  # weights may change from here on: the folder no longer names them, nor the export
+            self._source_dir = None
+            if getattr(self, "_onnx", None) is not None:
+                self._onnx.stale()
+        return super().train(mode)
+
+    def load_state_dict(self, *args, **kwargs):
+        self._source_dir = None
+        if self._onnx is not None:
+            self._onnx.stale()
+        return super().load_state_dict(*args, **kwargs)
 
     # ---------------------------------------------------------------- properties
     @property
@@ -169,12 +212,14 @@ class TextEncoder(nn.Module):
                show_progress: bool = False, num_threads: int | None = None) -> np.ndarray:
         """Embed ``texts`` to a float32 array [N, D] in input order."""
         texts = list(texts)
-        if num_threads is not None:
+        onnx = self._onnx
+        if num_threads is not None and onnx is None:
             torch.set_num_threads(num_threads)
         if not texts:
             return np.zeros((0, self.embedding_dimension), dtype=np.float32)
         was_training = self.training
-        self.eval()
+        if onnx is None:
+            self.eval()
         out = np.empty((len(texts), self.embedding_dimension), dtype=np.float32)
         window = batch_size * _SORT_WINDOW_BATCHES
         progress = progress_bar(len(texts), "encoded", enabled=show_progress, unit="texts")
@@ -193,15 +238,21 @@ class TextEncoder(nn.Module):
                     batch = {"input_ids": [ids[i] for i in rows]}
                     if type_ids is not None:
                         batch["token_type_ids"] = [type_ids[i] for i in rows]
-                    features = {k: v.to(self.device, non_blocking=True)
-                                for k, v in self.pad(batch).items()}
-                    with self._autocast():
-                        embeddings = self(features)
-                    out[[start + i for i in rows]] = embeddings.float().cpu().numpy()
+                    if onnx is not None:
+                        features = {k: v.numpy() for k, v in self.pad(batch).items()}
+                        # the session's threads follow torch's, which actors and servers pin
+                        out[[start + i for i in rows]] = onnx.embed(features, num_threads or torch.get_num_threads())
+                    else:
+                        features = {k: v.to(self.device, non_blocking=True)
+                                    for k, v in self.pad(batch).items()}
+                        with self._autocast():
+                            embeddings = self(features)
+                        out[[start + i for i in rows]] = embeddings.float().cpu().numpy()
                     progress.update(len(rows))
         finally:
             progress.close()
-            self.train(was_training)
+            if onnx is None:
+                self.train(was_training)
         return out
 
     # ---------------------------------------------------------------- persistence

@@ -640,6 +640,9 @@ def _self_training_round(run: _Run, r: int, folder: str, model: str, model_0: st
                                     rows=len(pairs))
     training = time.perf_counter() - t
 
+    # the new model's ONNX export, made once here (cached by its weights) so the encode actors only load it
+    exporting = export_for_inference(config.encoder, new_model)
+
     t = time.perf_counter()
     new_embeddings = embeddings_dir
     if config.rounds.reencode:
@@ -661,7 +664,7 @@ def _self_training_round(run: _Run, r: int, folder: str, model: str, model_0: st
         "mean_confidence_kept": float(pseudo.confidence[pseudo.kept].mean()) if len(pseudo.kept) else None,
         "loss": result.mean_loss, "steps": result.steps, "model": new_model,
         "embeddings": new_embeddings,
-        "seconds": {"select": selecting, "train": training, "encode": encoding},
+        "seconds": {"select": selecting, "train": training, "export": exporting, "encode": encoding},
     }
     if run.eval_set is not None:
         t = time.perf_counter()
@@ -670,6 +673,12 @@ def _self_training_round(run: _Run, r: int, folder: str, model: str, model_0: st
         record["eval_macro_f1"] = evaluated.macro_f1
         record["seconds"]["evaluate"] = time.perf_counter() - t
     return record
+
+
+def export_for_inference(encoder: Any, model: str) -> float:
+    """Export ``model`` for ``encoder``'s (an ``EncoderConfig``) ONNX backend before it encodes anything;
+    the seconds it took (0 for torch, or an export already cached)."""
+    return encoder.load(model, device="cpu").prepare_backend() if encoder.backend != "torch" else 0.0
 
 
 def _round_pairs(run: _Run, r: int, folder: str, model: str, embeddings_dir: str):
@@ -746,8 +755,8 @@ def round_table(record: dict[str, Any], names: list[str]) -> str:
             ["pseudo-labels changed", "-" if record["labels_changed"] is None else f"{record['labels_changed']:.4f}"],
             ["mean loss / steps", f"{record['loss']:.4f} / {record['steps']}" if record.get("loss") is not None
              else f"- / {record['steps']}"],
-            ["time s (select / train / encode)", " / ".join(f"{record['seconds'][k]:.0f}"
-                                                            for k in ("select", "train", "encode"))]]
+            ["time s (select / train / export / encode)",
+             " / ".join(f"{record['seconds'].get(k, 0):.0f}" for k in ("select", "train", "export", "encode"))]]
     if record.get("guard") is not None:
         parts = (f" = kappa {record['guard_kappa']:.4f} × anchored {record['guard_anchored']:.2f}"
                  if record.get("guard_anchored") is not None else "")

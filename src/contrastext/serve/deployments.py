@@ -99,10 +99,11 @@ class ModelRunner:
             log.warning("model %s: use_gpu is set but no GPU is visible; running on CPU", name)
         self.path = str(resolve_model_path(config.model, allow_download=config.allow_download))
         self.encoder = TextEncoder.from_pretrained(self.path, max_length=config.max_length,
-                                                   normalize=config.normalize, device=device)
+                                                   normalize=config.normalize, device=device,
+                                                   backend=config.backend)
         self.encoder.pad_to_multiple_of = config.pad_to_multiple_of
         self.encoder.bf16_on_gpu = config.precision != "fp32"
-        if device == "cpu" and (config.precision == "bf16" or (config.precision == "auto"
+        if device == "cpu" and self.encoder.backend == "torch" and (config.precision == "bf16" or (config.precision == "auto"
                                                                and cpu_has_native_bf16())):
             # bf16 weights, not autocast: autocast would cast every weight again on every forward pass
             self.encoder.transformer.to(torch.bfloat16)

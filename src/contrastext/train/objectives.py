@@ -108,7 +108,7 @@ class EmbeddingObjective(Objective):
         self.encoder = None
 
     def build_model(self, model_spec: str, resuming: bool) -> nn.Module:
-        self.encoder = self.config.encoder.load(model_spec, device="cpu")
+        self.encoder = self.config.encoder.load(model_spec, device="cpu", backend="torch")
         self.encoder.train()
         freeze_unused_pooler(self.encoder.transformer)
         return self.encoder

@@ -1,0 +1,116 @@
+"""The ONNX backend: fp32 equal to torch, int8 close, the fallback line, exports cached, a round re-exported."""
+
+import logging
+
+import numpy as np
+import pytest
+
+from contrastext.models import TextEncoder, onnx_backend, onnx_export, onnx_quality
+
+TEXTS = ["a short one", "a somewhat longer sentence about the markets and the weather today",
+         "sports", "science and technology news from the lab, with many more words than the others"] * 5
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CONTRASTEXT_CACHE", str(tmp_path / "cache"))
+
+
+def _cosines(a, b):
+    a = a / np.linalg.norm(a, axis=1, keepdims=True)
+    b = b / np.linalg.norm(b, axis=1, keepdims=True)
+    return (a * b).sum(axis=1)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls", "max"])
+def test_onnx_fp32_equals_torch_on_the_tiny_model(tiny_encoder_dir, pooling):
+    torch_enc = TextEncoder.from_pretrained(tiny_encoder_dir, pooling=pooling, normalize=True)
+    onnx_enc = TextEncoder.from_pretrained(tiny_encoder_dir, pooling=pooling, normalize=True, backend="onnx")
+    onnx_enc.pad_to_multiple_of = torch_enc.pad_to_multiple_of = 8
+    expected, got = torch_enc.encode(TEXTS, batch_size=3), onnx_enc.encode(TEXTS, batch_size=3)
+    assert onnx_enc.backend == "onnx" and got.dtype == np.float32 and got.shape == expected.shape
+    assert np.abs(got - expected).max() <= 1e-4
+
+
+def test_a_second_load_does_not_export_again(tiny_encoder_dir):
+    before = onnx_export.EXPORTS_MADE
+    first = TextEncoder.from_pretrained(tiny_encoder_dir, backend="onnx")
+    assert first.prepare_backend() > 0 and onnx_export.EXPORTS_MADE == before + 1
+    second = TextEncoder.from_pretrained(tiny_encoder_dir, backend="onnx")
+    second.encode(TEXTS[:4])
+    assert onnx_export.EXPORTS_MADE == before + 1
+
+
+def test_trained_weights_are_exported_again(tiny_encoder_dir):
+    import torch
+
+    encoder = TextEncoder.from_pretrained(tiny_encoder_dir, backend="onnx")
+    before = encoder.encode(TEXTS[:4])
+    encoder.train()
+    with torch.no_grad():
+        encoder.transformer.embeddings.word_embeddings.weight.mul_(1.5)
+    encoder.eval()
+    made = onnx_export.EXPORTS_MADE
+    after = encoder.encode(TEXTS[:4])
+    assert onnx_export.EXPORTS_MADE == made + 1 and not np.allclose(before, after)
+    encoder.backend_requested = "torch"
+    np.testing.assert_allclose(after, TextEncoder.encode(encoder.set_backend("torch"), TEXTS[:4]), atol=1e-4)
+
+
+def test_int8_falls_back_to_fp32_with_one_line_when_the_check_fails(tiny_encoder_dir, monkeypatch, caplog):
+    monkeypatch.setattr(onnx_quality, "MIN_MEAN_COSINE", 1.01)
+    monkeypatch.setattr(onnx_backend, "int8_cpu_reason", lambda: None)
+    encoder = TextEncoder.from_pretrained(tiny_encoder_dir, backend="onnx-int8")
+    with caplog.at_level(logging.WARNING, logger="contrastext.models.onnx_backend"):
+        encoder.encode(TEXTS[:4])
+        encoder.encode(TEXTS[:4])
+    lines = [r.getMessage() for r in caplog.records if r.name == "contrastext.models.onnx_backend"]
+    assert len(lines) == 1 and "fp32 ONNX is used" in lines[0] and "mean cosine" in lines[0]
+    assert encoder.backend == "onnx"
+
+
+def test_int8_falls_back_on_a_cpu_without_vnni(tiny_encoder_dir, monkeypatch, caplog):
+    monkeypatch.setattr(onnx_backend, "cpu_flags", lambda: {"sse4_2"})
+    encoder = TextEncoder.from_pretrained(tiny_encoder_dir, backend="auto", device="cpu")
+    with caplog.at_level(logging.WARNING, logger="contrastext.models.onnx_backend"):
+        encoder.encode(TEXTS[:4])
+    lines = [r.getMessage() for r in caplog.records if r.name == "contrastext.models.onnx_backend"]
+    assert len(lines) == 1 and "avx512_vnni" in lines[0] and encoder.backend == "onnx"
+
+
+def test_numpy_pooling_matches_torch_pooling():
+    import torch
+
+    from contrastext.models.encoder import pool
+
+    rng = np.random.default_rng(0)
+    states = rng.normal(size=(3, 5, 4)).astype(np.float32)
+    mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]])
+    for mode in ("mean", "cls", "max"):
+        expected = pool(torch.from_numpy(states), torch.from_numpy(mask), mode).numpy()
+        np.testing.assert_allclose(onnx_backend.pool_numpy(states, mask, mode), expected, atol=1e-6)
+
+
+def test_the_job_exports_a_rounds_model_before_it_encodes(tiny_encoder_dir):
+    from contrastext.config import EncoderConfig
+    from contrastext.pipelines.wcsbert import export_for_inference
+
+    config = EncoderConfig(model=str(tiny_encoder_dir), backend="onnx")
+    assert export_for_inference(config, str(tiny_encoder_dir)) > 0
+    made = onnx_export.EXPORTS_MADE
+    export_for_inference(config, str(tiny_encoder_dir))  # the encode actors' load finds it cached
+    assert onnx_export.EXPORTS_MADE == made
+    assert export_for_inference(config.model_copy(update={"backend": "torch"}), str(tiny_encoder_dir)) == 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_minilm_onnx_and_int8_against_torch():
+    texts = onnx_quality.sample_texts(96)
+    expected = TextEncoder.from_pretrained("bundled:minilm", max_length=128).encode(texts)
+    fp32 = TextEncoder.from_pretrained("bundled:minilm", max_length=128, backend="onnx").encode(texts)
+    assert np.abs(fp32 - expected).max() <= 1e-4 and _cosines(fp32, expected).min() >= 0.9999
+    int8_encoder = TextEncoder.from_pretrained("bundled:minilm", max_length=128, backend="onnx-int8")
+    int8 = int8_encoder.encode(texts)
+    if int8_encoder.backend == "onnx-int8":  # a CPU with VNNI
+        assert _cosines(int8, expected).mean() >= 0.99
