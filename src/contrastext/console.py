@@ -194,6 +194,8 @@ def _route_raylet_warnings() -> None:
     """The raylet's warnings (e.g. "N PYTHON worker processes have been started") go to the driver's log
     file; its errors (a worker died, out of memory) still print. Ray prints them from a thread of its own
     through ``print_to_stdstream``, not through the dispatcher, so that function is wrapped."""
+    # private: Ray 2.60 has no public hook for the raylet's own lines (log_to_driver is all or nothing);
+    # tests/test_console.py fails if this stops working on an upgrade
     import ray._private.worker as ray_worker
 
     printer = ray_worker.print_to_stdstream
@@ -214,7 +216,7 @@ def _route_raylet_warnings() -> None:
 
 
 def _restore_raylet_printing() -> None:
-    import ray._private.worker as ray_worker
+    import ray._private.worker as ray_worker  # private: undoes the wrapping above
 
     wrapped = getattr(ray_worker.print_to_stdstream, "wrapped", None)
     if wrapped is not None:
@@ -223,7 +225,7 @@ def _restore_raylet_printing() -> None:
 
 def ray_logs_dir() -> str | None:
     """``<session>/logs`` of the Ray this process is connected to (on the head node when joined)."""
-    try:
+    try:  # private: no public API names the session's logs folder; None if Ray moves it
         import ray._private.worker as ray_worker
 
         node = ray_worker._global_node
@@ -234,7 +236,7 @@ def ray_logs_dir() -> str | None:
 
 def _dispatcher() -> Any:
     """Ray's dispatcher of the workers' output on the driver (a private part of Ray 2.x), or None."""
-    try:
+    try:  # private: the public log_to_driver cannot keep the job's own worker lines while dropping Ray's
         from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
     except ImportError:
         return None
