@@ -190,7 +190,9 @@ def _suffix(path: Path) -> str:
 _ID, _TEXT_FILE = "_contrastext_id", "_contrastext_text_file"
 
 
-def _records(path: Path, source: TextSource, skipped: Counter) -> Iterator[dict[str, Any]]:
+def file_records(path: Path, source: TextSource, skipped: Counter) -> Iterator[dict[str, Any]]:
+    """The records of one local file or folder as ``source`` reads it (a ``.txt`` file: a record a non-empty
+    line; a header-less CSV by ``columns``); malformed ones counted in ``skipped``."""
     if source.dataset == "vital_articles":
         from contrastext.data.vital import iter_vital_records
 
@@ -206,12 +208,6 @@ def _records(path: Path, source: TextSource, skipped: Counter) -> Iterator[dict[
         yield from iter_records(path, skipped)
     else:
         yield from _headerless_csv(path, source.columns, skipped)
-
-
-def file_records(path: Path, source: TextSource, skipped: Counter) -> Iterator[dict[str, Any]]:
-    """The records of one local file as ``source`` reads it (a ``.txt`` file: a record a non-empty line;
-    a header-less CSV by ``columns``); malformed ones counted in ``skipped``."""
-    return _records(path, source, skipped)
 
 
 def _visible_files(folder: Path) -> list[Path]:
@@ -232,7 +228,7 @@ def _folder_records(folder: Path, source: TextSource, skipped: Counter) -> Itera
     for path in _visible_files(folder):
         relative, kind = str(path.relative_to(folder)), _suffix(path)
         if kind in TABLE_SUFFIXES:
-            for row, record in enumerate(_records(path, source, skipped)):
+            for row, record in enumerate(file_records(path, source, skipped)):
                 identifier = record.get(source.id_column) if source.id_column else None
                 yield {**record, _ID: f"{relative}:{identifier if identifier is not None else row}"}
         elif kind in TEXT_SUFFIXES:
@@ -321,7 +317,7 @@ def _read(path: Path, source: TextSource) -> LabelledTexts:
     ids: list[str] = []
     labels: list[str] | None = [] if source.label_column else None
     checked = False
-    for row, record in enumerate(_records(path, source, skipped)):
+    for row, record in enumerate(file_records(path, source, skipped)):
         if source.max_rows and len(texts) >= source.max_rows:
             break
         if not checked and not record.get(_TEXT_FILE):

@@ -144,7 +144,7 @@ def run_predict(config: PredictConfig) -> dict[str, Any]:
     init_ray(config.ray)
     removed = outputs.remove_temporary(run_dir)
     done = outputs.finished_chunks(run_dir)
-    unfinished = set(outputs.unfinished(units, run_dir))
+    unfinished = set(outputs.unfinished(units, outputs.unit_plans(run_dir), done))
     pending = [u for u in units if u.unit in unfinished]
     complete = {u.unit for u in units} - unfinished
     earlier = {(u, c) for u, chunks in done.items() for c in chunks}
@@ -155,12 +155,12 @@ def run_predict(config: PredictConfig) -> dict[str, Any]:
     rows_now, times = _predict(config, kind, pending, done, run_dir, finished, totals)
     timings = {"predict": finished.seconds}
 
-    missing = outputs.unfinished(units, run_dir)
+    plans = outputs.unit_plans(run_dir)
+    missing = outputs.unfinished(units, plans, outputs.finished_chunks(run_dir))
     if missing:
         raise RuntimeError(f"{len(missing)} units were not finished (first: {missing[:5]}); run the job again to "
                            "finish them")
     outputs.add_chunk_counts(totals, [storage.join(run_dir, outputs.part_name(u, c)) for u, c in sorted(earlier)])
-    plans = outputs.unit_plans(run_dir)
     unreadable = {plans[u]["file"]: plans[u]["unreadable"] for u in sorted(plans) if plans[u].get("unreadable")}
     lost = sum(plans[u].get("rows_lost", 0) for u in plans)
     if lost:  # records read before an unreadable file's error, in the chunk it cut short

@@ -78,9 +78,8 @@ def unit_plans(run_dir: str) -> dict[int, dict[str, Any]]:
     return plans
 
 
-def unfinished(units, run_dir: str) -> list[int]:
+def unfinished(units, plans: dict[int, dict[str, Any]], done: dict[int, set[int]]) -> list[int]:
     """The units whose plan is missing or names a chunk without its file."""
-    plans, done = unit_plans(run_dir), finished_chunks(run_dir)
     return [u.unit for u in units
             if u.unit not in plans or not set(range(plans[u.unit]["chunks"])) <= done.get(u.unit, set())]
 
