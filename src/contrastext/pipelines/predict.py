@@ -154,6 +154,8 @@ def run_predict(config: PredictConfig) -> dict[str, Any]:
     totals = outputs.empty_counts()
     rows_now, times = _predict(config, kind, pending, done, run_dir, finished, totals)
     timings = {"predict": finished.seconds}
+    # a writer on a node lost during this run leaves its half-written file; its chunk was written again
+    removed += outputs.remove_temporary(run_dir)
 
     plans = outputs.unit_plans(run_dir)
     missing = outputs.unfinished(units, plans, outputs.finished_chunks(run_dir))
@@ -175,7 +177,8 @@ def run_predict(config: PredictConfig) -> dict[str, Any]:
         "rows_skipped": dict(totals["skipped"].most_common()), "files_left_out": dict(left_out),
         "files_unreadable": unreadable, "counts": dict(totals["counts"].most_common()),
         "rows_predicted": rows_now, "rows_per_s": rows_now / timings["predict"] if rows_now else None,
-        **_steady_rate(times, started_at), "actors": config.scaling.actors, "timings_s": timings,
+        **_steady_rate(times, started_at), "actors": config.scaling.actors, "partial_files_removed": removed,
+        "timings_s": timings,
     }
     write_json_atomic(storage.join(run_dir, "summary.json"), summary)
     write_manifest(run_dir, job=JOB, config=config, timings=timings,
