@@ -110,6 +110,22 @@ def test_plain_embeddings_of_a_folder_equal_the_encoder_and_bad_rows_are_counted
     assert summary["rows_skipped"] == {"missing or empty text": 2} and summary["task"] == "embed"
 
 
+def test_embeddings_on_the_onnx_backend_equal_torch_and_the_summary_names_the_backend(ray_session, tmp_path,
+                                                                                       tiny_encoder_dir):
+    from contrastext.models import TextEncoder
+
+    texts = [f"document {i} about {topic}" for i, topic in enumerate(["football", "rates", "phones"] * 8)]
+    pq.write_table(pa.table({"id": [f"d{i}" for i in range(len(texts))], "text": texts}), tmp_path / "docs.parquet")
+    summary = run_predict(_config(tiny_encoder_dir, tmp_path / "docs.parquet", tmp_path / "out", backend="onnx",
+                                  chunk_rows=10))
+
+    table = _rows(tmp_path / "out")
+    got = dict(zip(table.column("id").to_pylist(), np.array(table.column("embedding").to_pylist(), np.float32)))
+    direct = TextEncoder.from_pretrained(str(tiny_encoder_dir)).encode(texts)
+    assert max(float(np.abs(got[f"d{k}"] - direct[k]).max()) for k in range(len(texts))) <= 1e-4
+    assert summary["backend"] == "onnx" and summary["backend_rows"] == {"onnx": len(texts)}
+
+
 @pytest.mark.integration
 @pytest.mark.slow
 def test_shuffle_divide_clusters_bbcsport_through_predict_as_the_method_does(ray_session, tmp_path):

@@ -14,12 +14,15 @@ quantized by onnxruntime's ``quantize_dynamic``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 FP32_FILE = "model.onnx"
@@ -149,35 +152,40 @@ def export(transformer, digest: str, *, int8: bool, quality_check=None, root: Pa
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{digest}-", dir=root))
     try:
-        started = time.perf_counter()
-        meta = dict(meta or {})
-        if (final / FP32_FILE).exists():  # an fp32 export made earlier: only int8 is missing
-            shutil.copy2(final / FP32_FILE, work / FP32_FILE)
-        else:
-            raw = work / "raw.onnx"
-            _export_fp32(transformer, raw)
-            try:
-                _fuse(raw, work / FP32_FILE, transformer)
-                meta["fused"] = True
-            except Exception as exc:  # a graph the optimizer does not know: the plain export is used
-                meta["fused"] = f"not fused: {type(exc).__name__}: {exc}"
-                raw.replace(work / FP32_FILE)
-            raw.unlink(missing_ok=True)
-            meta["fp32_seconds"] = time.perf_counter() - started
-        meta |= {"version": EXPORT_VERSION, "digest": digest, "int8": None}
-        if int8:
-            t = time.perf_counter()
-            _quantize(work / FP32_FILE, work / INT8_FILE)
-            meta["int8_seconds"] = time.perf_counter() - t
-            meta["int8"] = quality_check(work) if quality_check is not None else {}
-        meta["seconds"] = time.perf_counter() - started
-        (work / META_FILE).write_text(json.dumps(meta, indent=2))
+        with _quiet():
+            _make(transformer, work, final, dict(meta or {}), digest, int8=int8, quality_check=quality_check)
         EXPORTS_MADE += 1
-        work.chmod(0o755)  # mkdtemp's folder is the owner's alone
         _publish(work, final)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return final
+
+
+def _make(transformer, work: Path, final: Path, meta: dict, digest: str, *, int8: bool, quality_check) -> None:
+    """Write the graphs and ``export.json`` into ``work`` (fp32 copied from ``final`` where it was made)."""
+    started = time.perf_counter()
+    if (final / FP32_FILE).exists():  # an fp32 export made earlier: only int8 is missing
+        shutil.copy2(final / FP32_FILE, work / FP32_FILE)
+    else:
+        raw = work / "raw.onnx"
+        _export_fp32(transformer, raw)
+        try:
+            _fuse(raw, work / FP32_FILE, transformer)
+            meta["fused"] = True
+        except Exception as exc:  # a graph the optimizer does not know: the plain export is used
+            meta["fused"] = f"not fused: {type(exc).__name__}: {exc}"
+            raw.replace(work / FP32_FILE)
+        raw.unlink(missing_ok=True)
+        meta["fp32_seconds"] = time.perf_counter() - started
+    meta |= {"version": EXPORT_VERSION, "digest": digest, "int8": None}
+    if int8:
+        t = time.perf_counter()
+        _quantize(work / FP32_FILE, work / INT8_FILE)
+        meta["int8_seconds"] = time.perf_counter() - t
+        meta["int8"] = quality_check(work) if quality_check is not None else {}
+    meta["seconds"] = time.perf_counter() - started
+    (work / META_FILE).write_text(json.dumps(meta, indent=2))
+    work.chmod(0o755)  # mkdtemp's folder is the owner's alone
 
 
 def _publish(work: Path, final: Path) -> None:
@@ -196,3 +204,19 @@ def _publish(work: Path, final: Path) -> None:
         os.replace(work, final)
     finally:
         shutil.rmtree(stale, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _quiet():
+    """The exporter's tracing warnings and the quantizer's pre-processing advice concern the graph, not the
+    user's data: kept off the console (the export's outcome is in export.json and the backend line)."""
+    root = logging.getLogger()
+    level = root.level
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        root.setLevel(max(level, logging.ERROR))
+        try:
+            yield
+        finally:
+            root.setLevel(level)
+

@@ -81,7 +81,8 @@ class PredictChunks:
         counts = Counter() if counted is None else Counter(
             "none" if value is None else str(value) for value in table.column(counted).to_pylist())
         entry = {"unit": unit, "chunk": chunk, "rows_in": rows_in, "rows_out": table.num_rows,
-                 "skipped": skipped, "counts": dict(counts), "finished_at": time.time()}
+                 "skipped": skipped, "counts": dict(counts), "backend": self.predictor.backend,
+                 "finished_at": time.time()}
         table = table.replace_schema_metadata({outputs.COUNTS_KEY: json.dumps(entry).encode()})
         storage.write_parquet(table, storage.join(self.run_dir, outputs.part_name(unit, chunk)))
         return entry
@@ -94,7 +95,7 @@ def _settings(config: PredictConfig, kind: ModelKind, units: list[InputUnit]) ->
             "input": config.input.model_dump(mode="json", exclude={"on_unreadable"}), "input_plan": plan[:16],
             "top_k": config.top_k,
             "include_embedding": config.include_embedding, "max_length": config.max_length,
-            "chunk_rows": config.chunk_rows, "rows_per_unit": config.rows_per_unit}
+            "chunk_rows": config.chunk_rows, "rows_per_unit": config.rows_per_unit, "backend": config.backend}
 
 
 def _model_signature(model: str) -> str | None:
@@ -176,6 +177,7 @@ def run_predict(config: PredictConfig) -> dict[str, Any]:
         "rows_in": totals["rows_in"], "rows_out": totals["rows_out"],
         "rows_skipped": dict(totals["skipped"].most_common()), "files_left_out": dict(left_out),
         "files_unreadable": unreadable, "counts": dict(totals["counts"].most_common()),
+        "backend": config.backend, "backend_rows": dict(totals["backends"]),
         "rows_predicted": rows_now, "rows_per_s": rows_now / timings["predict"] if rows_now else None,
         **_steady_rate(times, started_at), "actors": config.scaling.actors, "partial_files_removed": removed,
         "timings_s": timings,
@@ -208,7 +210,7 @@ def _predict(config: PredictConfig, kind: ModelKind, pending: list[InputUnit], d
     ds = ds.flat_map(_read_unit, num_cpus=scaling.read_cpus, compute=ray.data.TaskPoolStrategy(size=readers),
                      fn_kwargs={"source": config.input.model_dump(mode="json"), "chunk_rows": config.chunk_rows})
     settings = {"top_k": config.top_k, "include_embedding": config.include_embedding,
-                "max_length": config.max_length, "batch_size": config.batch_size}
+                "max_length": config.max_length, "batch_size": config.batch_size, "backend": config.backend}
     ds = ds.map_batches(
         PredictChunks, batch_size=1,
         compute=ray.data.ActorPoolStrategy(min_size=scaling.actors, max_size=scaling.max_actors or scaling.actors),
@@ -262,6 +264,8 @@ def _steady_rate(times: list[tuple[float, int]], started_at: float) -> dict[str,
 def summary_table(summary: dict[str, Any], max_values: int = 15) -> str:
     rows: list[list[Any]] = [
         ["model", f"{summary['method']} ({summary['task']})"],
+        ["backend", ", ".join(f"{b} ({n:,} rows)" for b, n in summary.get("backend_rows", {}).items())
+         or summary.get("backend", "torch")],
         ["files / units / chunks", f"{summary['files']} / {summary['units']} / {summary['chunks']}"],
         ["rows in", f"{summary['rows_in']:,}"], ["rows out", f"{summary['rows_out']:,}"],
     ]

@@ -109,7 +109,9 @@ def add_counts(total: dict[str, Any], entry: dict[str, Any]) -> None:
     total["rows_out"] += entry["rows_out"]
     total["skipped"].update(entry["skipped"])
     total["counts"].update(entry["counts"])
+    if "backend" in entry:  # rows per backend the actors ran (a requested int8 may have fallen back to fp32)
+        total["backends"][entry["backend"]] += entry["rows_out"]
 
 
 def empty_counts() -> dict[str, Any]:
-    return {"rows_in": 0, "rows_out": 0, "skipped": Counter(), "counts": Counter()}
+    return {"rows_in": 0, "rows_out": 0, "skipped": Counter(), "counts": Counter(), "backends": Counter()}

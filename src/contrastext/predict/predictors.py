@@ -19,6 +19,8 @@ from contrastext.errors import InputError
 
 MARKERS = {"wcsbert.json": ("classify", "WCSBert"), "supcon_classifier.json": ("classify", "SupConClassifier"),
            "shuffle_divide.json": ("cluster", "ShuffleDivide"), "phrase_topics.json": ("topics", "PhraseTopicModel")}
+# the methods whose predictions read only their encoder's embeddings, which an ONNX backend can give
+ONNX_METHODS = ("WCSBert", "ShuffleDivide", "TextEncoder")
 TASKS_OF = {"classify": "label", "cluster": "cluster", "topics": "topic", "embed": None}  # the column counted
 
 
@@ -72,7 +74,7 @@ class Predictor:
     """Loads the model once; ``table(ids, texts)`` gives the chunk's output columns."""
 
     def __init__(self, kind: ModelKind, folder: str, *, top_k: int, include_embedding: bool,
-                 max_length: int | None, batch_size: int):
+                 max_length: int | None, batch_size: int, backend: str = "torch"):
         self.kind, self.top_k, self.include_embedding = kind, top_k, include_embedding
         self.batch_size = batch_size
         settings: dict[str, Any] = {"batch_size": batch_size}
@@ -101,6 +103,22 @@ class Predictor:
             from contrastext.models import TextEncoder
 
             self.model = TextEncoder.from_pretrained(folder, max_length=max_length)
+        self.backend = self._set_backend(backend)
+
+    def _set_backend(self, backend: str) -> str:
+        """Run the model's encoder on ``backend``; returns what it runs on (torch, onnx or onnx-int8)."""
+        import contrastext.models.onnx_backend as onnx_backend
+
+        onnx_backend.check_backend(backend)
+        encoder = self.model if self.kind.method == "TextEncoder" else getattr(self.model, "encoder_", None)
+        if encoder is None or self.kind.method not in ONNX_METHODS:
+            if backend not in ("torch", "auto"):
+                onnx_backend.say(f"backend {backend}: a {self.kind.method} runs on torch (its head, or its span "
+                                 "pooling, reads the torch module)")
+            return "torch"
+        encoder.set_backend(backend)
+        encoder.prepare_backend()  # export (cached) and settle int8 now, before the first chunk is timed
+        return encoder.backend
 
     def table(self, ids: list[str], texts: list[str]) -> pa.Table:
         columns: dict[str, Any] = {"id": pa.array(ids, pa.string())}
