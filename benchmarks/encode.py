@@ -13,14 +13,18 @@ weights (as the serving replicas do) and theirs bf16 autocast.
 compares the inference backends on the CPU in one run: contrastext torch, onnx and onnx-int8 against
 sentence-transformers torch, ``backend="onnx"`` and its int8 export (``export_dynamic_quantized_onnx_model``
 with the avx512_vnni config, into a temporary folder), median of ``--repeats`` interleaved runs, each with
-its zero-shot accuracy on the same texts (AG News labels). sentence-transformers' ONNX rows need optimum;
-without it they say so.
+its zero-shot accuracy on the same texts (AG News labels). sentence-transformers runs in ``--peer-python``
+(``st_peer.py``): its ONNX rows need optimum-onnx, whose releases pin an older transformers, so the peer is
+usually an environment of its own; without optimum those rows say why they did not run.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import sys
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -30,6 +34,8 @@ import torch  # noqa: E402
 from _common import ag_news_rows, timed, write_result  # noqa: E402
 from contrastext.models import DEFAULT_MODEL, TextEncoder, resolve_model_path  # noqa: E402
 from contrastext.report import format_table  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
 
 
 def main() -> None:
@@ -43,6 +49,9 @@ def main() -> None:
     parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
                         help="of both encoders (auto: bf16 on GPU, fp32 on CPU)")
     parser.add_argument("--backends", action="store_true", help="compare the inference backends (CPU)")
+    parser.add_argument("--peer-python", default=sys.executable,
+                        help="--backends: the Python whose sentence-transformers (with optimum-onnx for its ONNX "
+                             "rows) is measured, by st_peer.py (default: this one)")
     args = parser.parse_args()
     if args.backends:
         return compare_backends(args)
@@ -106,30 +115,61 @@ def ag_news_gold(limit: int) -> np.ndarray:
         return np.array([int(row[0]) - 1 for _, row in zip(range(limit), csv.reader(f))])
 
 
-def _st_onnx(path: str, int8: bool):
-    """sentence-transformers on ONNX (its own export, no hub), or the reason it cannot run here."""
-    import tempfile
+class STPeer:
+    """sentence-transformers' torch, onnx and onnx int8 models in ``python`` (``st_peer.py``), one JSON line
+    per request each way."""
 
-    from sentence_transformers import SentenceTransformer
+    def __init__(self, python: str, model_path: str, max_length: int):
+        import subprocess
+        import tempfile
 
-    try:
-        model = SentenceTransformer(path, backend="onnx", device="cpu",
-                                    model_kwargs={"export": True, "file_name": "model.onnx"})
-        if not int8:
-            return model, None
-        from sentence_transformers.backend import export_dynamic_quantized_onnx_model
+        self.folder = Path(tempfile.mkdtemp(prefix="st-peer-"))
+        self.process = subprocess.Popen([python, str(HERE / "st_peer.py"), "--model", model_path, "--max-length",
+                                         str(max_length)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        hello = self._read()
+        self.models, self.skipped, self.threads = hello["models"], hello["skipped"], hello["threads"]
+        self._calls = 0
 
-        folder = tempfile.mkdtemp(prefix="st-onnx-")
-        model.save_pretrained(folder)
-        export_dynamic_quantized_onnx_model(model, "avx512_vnni", folder)
-        return SentenceTransformer(folder, backend="onnx", device="cpu",
-                                   model_kwargs={"file_name": "onnx/model_qint8_avx512_vnni.onnx"}), None
-    except Exception as exc:  # optimum absent, or a version that does not fit this transformers
-        return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+    def _read(self) -> dict:
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the sentence-transformers peer stopped (exit {self.process.wait()}); its "
+                               "errors are above")
+        return json.loads(line)
+
+    def ask(self, request: dict) -> dict:
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        return self._read()
+
+    def encode(self, name: str, texts: list[str], batch_size: int) -> np.ndarray:
+        self._calls += 1
+        out = self.folder / f"{self._calls}.npy"
+        self.ask({"cmd": "encode", "name": name, "texts": list(texts), "batch_size": batch_size, "out": str(out)})
+        return np.load(out)
+
+    def close(self) -> None:
+        import shutil
+
+        if self.process.poll() is None:
+            self.process.stdin.write(json.dumps({"cmd": "quit"}) + "\n")
+            self.process.stdin.close()
+            self.process.wait(timeout=60)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class PeerModel:
+    """One of the peer's models, with the ``encode`` a ``ZeroShotClassifier`` calls (for its label prompts)."""
+
+    def __init__(self, peer: STPeer, name: str):
+        self.peer, self.name = peer, name
+
+    def encode(self, texts, batch_size: int = 64, **_) -> np.ndarray:
+        return self.peer.encode(self.name, list(texts), batch_size)
 
 
 def compare_backends(args) -> None:
-    from sentence_transformers import SentenceTransformer
+    import tempfile
 
     from contrastext.zeroshot import ZeroShotClassifier
 
@@ -137,50 +177,57 @@ def compare_backends(args) -> None:
     texts = [f"{title}. {body}" for title, body in rows]
     gold = ag_news_gold(len(texts))
     path = str(resolve_model_path(args.model))
-    contenders, skipped, export_s = {}, {}, {}
+    contenders, export_s = {}, {}
     for backend in ("torch", "onnx", "onnx-int8"):
         encoder = TextEncoder.from_pretrained(args.model, max_length=args.max_length, device="cpu", backend=backend)
         export_s[backend] = encoder.prepare_backend()
         contenders[f"contrastext {backend}"] = (encoder, encoder.backend)
-    st_torch = SentenceTransformer(path, device="cpu")
-    contenders["sentence-transformers torch"] = (st_torch, "torch")
-    for name, int8 in (("onnx", False), ("onnx int8", True)):
-        model, reason = _st_onnx(path, int8)
-        if model is None:
-            skipped[f"sentence-transformers {name}"] = reason
-        else:
-            contenders[f"sentence-transformers {name}"] = (model, name)
-    for model, _ in contenders.values():
-        if hasattr(model, "max_seq_length"):
-            model.max_seq_length = args.max_length
-    labeller = contenders["contrastext torch"][0]
-
-    def run(model):
-        return model.encode(texts, batch_size=args.batch_size)
-
-    embeddings = {name: run(model) for name, (model, _) in contenders.items()}  # also the warm-up
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(args.repeats):  # interleaved, so machine noise hits all alike
-        for name, (model, _) in contenders.items():
-            times[name].append(timed(lambda: run(model)))
-    label_set = ZeroShotClassifier(labeller).label_set(AG_NEWS_LABELS)
-    result = {"texts": len(texts), "batch_size": args.batch_size, "max_length": args.max_length,
-              "threads": torch.get_num_threads(), "export_s": export_s, "skipped": skipped, "rows": {}}
-    table = []
-    for name, (model, used) in contenders.items():
-        # each contender embeds the label prompts too
-        predicted = ZeroShotClassifier(model).score_embeddings(embeddings[name], label_set).argmax(axis=1)
-        rate = len(texts) / float(np.median(times[name]))
-        accuracy = float((predicted == gold).mean())
-        result["rows"][name] = {"backend": used, "texts_per_s": rate, "accuracy": accuracy, "seconds": times[name]}
-        table.append([name, used, f"{rate:.1f}", f"{accuracy:.4f}"])
+    peer = STPeer(args.peer_python, path, args.max_length)
+    theirs = {f"sentence-transformers {name}": PeerModel(peer, name) for name in peer.models}
+    skipped = {f"sentence-transformers {name}": reason for name, reason in peer.skipped.items()}
+    texts_file = Path(tempfile.mkdtemp(prefix="encode-texts-")) / "texts.json"
+    texts_file.write_text(json.dumps(texts), encoding="utf-8")
+    try:
+        embeddings = {name: model.encode(texts, batch_size=args.batch_size)  # also the warm-up
+                      for name, (model, _) in contenders.items()}
+        embeddings |= {name: model.encode(texts, batch_size=args.batch_size) for name, model in theirs.items()}
+        times: dict[str, list[float]] = {name: [] for name in [*contenders, *theirs]}
+        for _ in range(args.repeats):  # interleaved, so machine noise hits all alike
+            for name, (model, _) in contenders.items():
+                times[name].append(timed(lambda: model.encode(texts, batch_size=args.batch_size)))
+            for name, seconds in peer.ask({"cmd": "time", "texts_file": str(texts_file),
+                                           "batch_size": args.batch_size}).items():
+                times[f"sentence-transformers {name}"].append(seconds)
+        label_set = ZeroShotClassifier(contenders["contrastext torch"][0]).label_set(AG_NEWS_LABELS)
+        result = {"texts": len(texts), "batch_size": args.batch_size, "max_length": args.max_length,
+                  "threads": torch.get_num_threads(), "peer_threads": peer.threads, "peer_python": args.peer_python,
+                  "export_s": export_s, "skipped": skipped, "rows": {}}
+        table = []
+        models = {name: model for name, (model, _) in contenders.items()} | theirs
+        used = {name: backend for name, (_, backend) in contenders.items()} | {
+            name: model.name for name, model in theirs.items()}
+        for name, model in models.items():
+            # each contender embeds the label prompts too
+            predicted = ZeroShotClassifier(model).score_embeddings(embeddings[name], label_set).argmax(axis=1)
+            rate = len(texts) / float(np.median(times[name]))
+            accuracy = float((predicted == gold).mean())
+            result["rows"][name] = {"backend": used[name], "texts_per_s": rate, "accuracy": accuracy,
+                                    "seconds": times[name]}
+        base = result["rows"]["sentence-transformers torch"]["texts_per_s"]
+        for name, row in result["rows"].items():
+            table.append([name, row["backend"], f"{row['texts_per_s']:.1f}", f"{row['texts_per_s'] / base:.2f}×",
+                          f"{row['accuracy']:.4f}"])
+    finally:
+        peer.close()
     for name, reason in skipped.items():
-        table.append([name, "-", "not run", reason])
+        table.append([name, "-", "not run", "", reason])
     reference = result["rows"].get("sentence-transformers onnx int8")
     if reference:
         result["ratio_int8_over_st_int8"] = result["rows"]["contrastext onnx-int8"]["texts_per_s"] / reference["texts_per_s"]
     print(format_table(table, headers=[f"{len(texts)} AG News texts, {args.max_length} tokens, batch {args.batch_size}",
-                                       "backend", "texts/s", "zero-shot accuracy"]))
+                                       "backend", "texts/s", "vs ST torch", "zero-shot accuracy"]))
+    if "ratio_int8_over_st_int8" in result:
+        print(f"contrastext onnx-int8 / sentence-transformers onnx int8: {result['ratio_int8_over_st_int8']:.2f}×")
     print(f"written to {write_result('encode_backends', result)}")
 
 
