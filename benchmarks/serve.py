@@ -12,6 +12,11 @@ formed (their distribution, and the share of the phase its model thread was busy
 load average. Then the batched replica keeps answering until it has served ``--memory-requests``
 requests; its resident memory then must be within 10% of what it was after ``--memory-first`` (1,000)
 requests (no leak). ``--requests 0`` runs the memory check alone. The app's topics model is switched off.
+
+    python benchmarks/serve.py --compare-backends torch,onnx-int8 [--requests 1000 --rounds 3]
+
+serves the model once per backend (same batching) and compares their /v1/embed requests/s, phases
+alternating; the first backend is the base of the ratios.
 ``--use-gpu`` puts both replicas on a GPU; on a one-GPU machine they share it.
 """
 
@@ -43,8 +48,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def load(url: str, model: str, texts: list[str], count: int, clients: int) -> dict:
-    """Send ``count`` requests from ``clients`` threads; every answer is checked, latencies kept."""
+def load(url: str, model: str, texts: list[str], count: int, clients: int, route: str = "classify") -> dict:
+    """Send ``count`` one-text requests to ``route`` (classify or embed) from ``clients`` threads; every
+    answer is checked, latencies kept."""
     latencies: list[float] = []
     failures: list[str] = []
     lock = threading.Lock()
@@ -57,12 +63,14 @@ def load(url: str, model: str, texts: list[str], count: int, clients: int) -> di
                 i = next(next_index, None)
             if i is None:
                 return
-            body = {"texts": [texts[i % len(texts)]], "labels": LABELS, "model": model}
+            body = {"texts": [texts[i % len(texts)]], "model": model}
+            if route == "classify":
+                body["labels"] = LABELS
             start = time.perf_counter()
-            response = session.post(url + "v1/classify", json=body, timeout=120)
+            response = session.post(url + f"v1/{route}", json=body, timeout=120)
             elapsed = time.perf_counter() - start
             with lock:
-                if response.status_code != 200 or response.json()["results"][0]["label"] not in LABELS:
+                if response.status_code != 200 or not _answered(route, response.json()):
                     failures.append(f"{response.status_code}: {response.text[:200]}")
                 latencies.append(elapsed)
 
@@ -78,6 +86,52 @@ def load(url: str, model: str, texts: list[str], count: int, clients: int) -> di
     ms = np.asarray(latencies) * 1000
     return {"requests": count, "seconds": seconds, "requests_per_s": count / seconds,
             "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99))}
+
+
+def _answered(route: str, body: dict) -> bool:
+    if route == "classify":
+        return body["results"][0]["label"] in LABELS
+    return len(body["embeddings"]) == 1 and len(body["embeddings"][0]) == body["dimension"]
+
+
+def compare_backends(args: argparse.Namespace, texts: list[str]) -> None:
+    """/v1/embed requests/s of one replica per backend (both batched alike), phases alternating."""
+    from ray import serve
+
+    from contrastext.serve.app import start_serve
+    from contrastext.serve.config import ServeConfig
+
+    backends = args.compare_backends.split(",")
+    common = {"model": args.model, "max_length": 128, "num_cpus": 1, "torch_threads": args.threads,
+              "precision": args.precision, "batching": {"enabled": True, "max_batch_size": args.max_batch_size,
+                                                        "batch_wait_timeout_s": args.batch_wait_ms / 1000}}
+    names = {backend: backend.replace("-", "_") for backend in backends}
+    config = ServeConfig(port=free_port(), app_name="serve-backends", limits={"request_timeout_s": 120},
+                         models={names[b]: {**common, "backend": b} for b in backends}, topics={"enabled": False},
+                         access_log=args.access_log)
+    url = start_serve(config)
+    phases: dict[str, list[dict]] = {b: [] for b in backends}
+    try:
+        for backend in backends:  # warm-up: the export (cached), model threads, connections
+            load(url, names[backend], texts, 4 * args.clients, args.clients, route="embed")
+        for _ in range(args.rounds):
+            for backend in backends:
+                phases[backend].append(load(url, names[backend], texts, args.requests, args.clients, route="embed"))
+                print(f"{backend}: {phases[backend][-1]['requests_per_s']:.1f} requests/s", flush=True)
+        used = {b: replica_info(config.app_name, names[b]).get("backend", b) for b in backends}
+    finally:
+        serve.shutdown()
+    rate = {b: float(statistics.median(p["requests_per_s"] for p in phases[b])) for b in backends}
+    base = rate[backends[0]]
+    rows = [[f"{b} (runs on {used[b]})", f"{rate[b]:.1f}", f"{rate[b] / base:.2f}×",
+             f"{statistics.median(p['p50_ms'] for p in phases[b]):.1f} / "
+             f"{statistics.median(p['p99_ms'] for p in phases[b]):.1f}"] for b in backends]
+    print(format_table(rows, headers=[f"/v1/embed, {args.clients} clients, {args.requests} requests/phase, "
+                                      f"{args.rounds} rounds", "requests/s", f"vs {backends[0]}", "p50 / p99 ms"]))
+    result = {"route": "embed", "requests_per_phase": args.requests, "clients": args.clients, "rounds": args.rounds,
+              "torch_threads": args.threads, "backends": backends, "used": used, "requests_per_s": rate,
+              "ratios": {b: rate[b] / base for b in backends}, "phases": phases}
+    print(f"written to {write_result('serve_backends', result)}")
 
 
 def share_gpus(replicas: int) -> None:
@@ -165,7 +219,11 @@ def main() -> None:
                              "CPU the replicas need, and the same for both phases)")
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--use-gpu", action="store_true", help="both replicas on a GPU")
+    parser.add_argument("--compare-backends", default=None, metavar="torch,onnx-int8",
+                        help="instead: /v1/embed requests/s of one replica per backend (the first is the base)")
     args = parser.parse_args()
+    if args.compare_backends:
+        return compare_backends(args, [f"{title}. {body}" for title, body in ag_news_rows(2000)])
 
     from ray import serve
 

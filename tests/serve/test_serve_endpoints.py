@@ -33,6 +33,7 @@ def app(ray_session, tiny_encoder_dir):
             # max_length above the model's 128 positions: a real forward-pass failure on long texts; bf16
             "broken": {**small, "max_length": 512, "precision": "bf16",
                        "batching": {"max_batch_size": 8, "batch_wait_timeout_s": 0.2}},
+            "tiny_onnx": {**small, "backend": "onnx"},  # the same weights on onnxruntime
         },
         limits={"max_texts_per_request": 40, "max_chars_per_text": MAX_CHARS, "max_labels_per_request": 5,
                 "max_cluster_texts": 40, "max_clusters": 6, "max_body_bytes": 8192, "request_timeout_s": 30,
@@ -67,7 +68,7 @@ def assert_error(response: requests.Response, status: int, *words: str) -> dict:
 # ---------------------------------------------------------------- the happy paths
 def test_health_and_models(app, local, tiny_encoder_dir):
     health = requests.get(app + "healthz", timeout=TIMEOUT)
-    assert health.status_code == 200 and health.json() == {"status": "ok", "models": ["broken", "tiny"]}
+    assert health.status_code == 200 and health.json() == {"status": "ok", "models": ["broken", "tiny", "tiny_onnx"]}
     models = requests.get(app + "v1/models", timeout=TIMEOUT).json()
     assert models["default_model"] == "tiny"
     by_name = {m["name"]: m for m in models["models"]}
@@ -76,6 +77,7 @@ def test_health_and_models(app, local, tiny_encoder_dir):
     assert by_name["tiny"]["batching"]["enabled"] and by_name["tiny"]["device"] == "cpu"
     assert by_name["tiny"]["precision"] == "fp32" and by_name["broken"]["precision"] == "bf16"
     assert by_name["broken"]["max_length"] == 512
+    assert by_name["tiny"]["backend"] == "torch" and by_name["tiny_onnx"]["backend"] == "onnx"
     assert models["topics"] == {"name": "uctopic", "model": str(tiny_encoder_dir), "max_length": 512,
                                 "device": "cpu", "k_range": [2, 4]}
 
@@ -97,6 +99,13 @@ def test_embed_matches_the_encoder(app, local):
     assert body["model"] == "tiny" and body["dimension"] == 32
     assert body["request_id"] == response.headers["x-request-id"]
     np.testing.assert_allclose(np.array(body["embeddings"]), local.encode(texts), atol=1e-5)
+
+
+def test_an_onnx_model_embeds_as_the_torch_encoder(app, local):
+    texts = ["A cat sat on the mat.", "Stocks fell on Monday.", "The striker scored twice."]
+    response = post(app, "v1/embed", {"texts": texts, "model": "tiny_onnx"})
+    assert response.status_code == 200, response.text
+    np.testing.assert_allclose(np.array(response.json()["embeddings"]), local.encode(texts), atol=1e-4)
 
 
 def test_bf16_model_embeds_close_to_fp32(app, local):

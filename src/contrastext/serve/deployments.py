@@ -101,6 +101,7 @@ class ModelRunner:
         self.encoder = TextEncoder.from_pretrained(self.path, max_length=config.max_length,
                                                    normalize=config.normalize, device=device,
                                                    backend=config.backend)
+        self.encoder.prepare_backend()  # export (cached) at start, not inside the first request
         self.encoder.pad_to_multiple_of = config.pad_to_multiple_of
         self.encoder.bf16_on_gpu = config.precision != "fp32"
         if device == "cpu" and self.encoder.backend == "torch" and (config.precision == "bf16" or (config.precision == "auto"
@@ -176,7 +177,7 @@ class ModelRunner:
         return {"name": self.name, "model": self.config.model, "path": self.path,
                 "dimension": self.encoder.embedding_dimension, "max_length": self.encoder.max_length,
                 "normalize": self.encoder.normalize, "device": str(self.encoder.device),
-                "precision": self.precision}
+                "precision": self.precision, "backend": self.encoder.backend}
 
     @property
     def precision(self) -> str:

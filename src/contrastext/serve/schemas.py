@@ -157,6 +157,7 @@ class ModelInfo(BaseModel):
     normalize: bool
     device: str
     precision: str = Field(description="what forward passes run in: bf16 (autocast) or fp32")
+    backend: str = Field("torch", description="what encode runs on: torch, onnx or onnx-int8")
     batching: dict
     replicas: int | str
     default: bool
