@@ -109,13 +109,12 @@ class Predictor:
         """Run the model's encoder on ``backend``; returns what it runs on (torch, onnx or onnx-int8)."""
         import contrastext.models.onnx_backend as onnx_backend
 
-        onnx_backend.check_backend(backend)
-        encoder = self.model if self.kind.method == "TextEncoder" else getattr(self.model, "encoder_", None)
-        if encoder is None or self.kind.method not in ONNX_METHODS:
+        if self.kind.method not in ONNX_METHODS:
             if backend not in ("torch", "auto"):
                 onnx_backend.say(f"backend {backend}: a {self.kind.method} runs on torch (its head, or its span "
                                  "pooling, reads the torch module)")
             return "torch"
+        encoder = self.model if self.kind.method == "TextEncoder" else self.model.encoder_
         encoder.set_backend(backend)
         encoder.prepare_backend()  # export (cached) and settle int8 now, before the first chunk is timed
         return encoder.backend

@@ -228,7 +228,7 @@ class Ingress:
                 replicas = f"{served.autoscaling.min_replicas}-{served.autoscaling.max_replicas}"
             out.append(ModelInfo(name=name, model=served.model, dimension=info["dimension"],
                                  max_length=info["max_length"], normalize=info["normalize"], device=info["device"],
-                                 precision=info["precision"], backend=info.get("backend", "torch"),
+                                 precision=info["precision"], backend=info["backend"],
                                  batching=info["batching"], replicas=replicas,
                                  default=name == self.config.default_model_name))
         topics = None
