@@ -13,6 +13,10 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The jobs' default backend is auto (an ONNX export per model, ~11 s for MiniLM and each round's model); the
+# suite runs them on torch to keep its time, and tests/models/test_onnx_backend.py, the default job's test
+# and the predict and Serve backend tests run auto / onnx / onnx-int8 by name.
+os.environ.setdefault("CONTRASTEXT_BACKEND", "torch")
 
 # Six short news documents, two each on football, interest rates and smartphones (topic mining tests)
 NEWS_DOCUMENTS = [

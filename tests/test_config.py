@@ -353,3 +353,21 @@ def test_encoder_config_load_takes_another_model_and_token_limit(tiny_encoder_di
     assert settings.load(copy, device="cpu").max_length == 16
     with pytest.raises(Exception, match="no-such-model-anywhere"):
         settings.load(device="cpu")
+
+
+def test_the_backend_defaults_to_auto_and_the_environment_can_name_another(monkeypatch):
+    from contrastext.predict.config import PredictConfig
+    from contrastext.serve.config import ServedModelConfig
+
+    def defaults():
+        return (EncoderConfig().backend, ServedModelConfig().backend,
+                PredictConfig(model="bundled:minilm", input={"path": "in.parquet"}).backend)
+
+    monkeypatch.delenv("CONTRASTEXT_BACKEND", raising=False)
+    assert defaults() == ("auto", "auto", "auto")
+    monkeypatch.setenv("CONTRASTEXT_BACKEND", "onnx")
+    assert defaults() == ("onnx", "onnx", "onnx")
+    assert EncoderConfig(backend="torch").backend == "torch"  # a named backend is kept
+    monkeypatch.setenv("CONTRASTEXT_BACKEND", "tensorrt")
+    with pytest.raises(ValueError, match="Unknown backend 'tensorrt'"):
+        EncoderConfig()

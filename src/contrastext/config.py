@@ -22,15 +22,24 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
 
+BackendName = Literal["torch", "onnx", "onnx-int8", "auto"]
+
+
+def backend_field(description: str) -> Any:
+    """The ``backend`` setting of a config (one home: the encoder, Serve and ``predict`` share it)."""
+    from contrastext.models.onnx_backend import default_backend
+
+    return Field(default_factory=default_backend, description=description + " (default: $CONTRASTEXT_BACKEND, "
+                 "else auto: ONNX int8 on a CPU, fp32 ONNX where int8 is not used, torch bf16 on a GPU)")
+
+
 class EncoderConfig(Settings):
     model: str = Field(DEFAULT_MODEL, description="bundled:minilm, a local folder, or an HF id in the local cache")
     pooling: Literal["mean", "cls", "max"] | None = Field(None, description="None: what the model folder says")
     normalize: bool | None = None
     max_length: int = Field(128, gt=0)
     allow_download: bool = Field(False, description="let the Hugging Face hub be contacted for a missing model")
-    backend: Literal["torch", "onnx", "onnx-int8", "auto"] = Field(
-        "torch", description="what encode runs on: auto is ONNX int8 on a CPU (fp32 ONNX where int8 is not "
-        "used), torch (bf16) on a GPU; training always runs on torch")
+    backend: BackendName = backend_field("what encode runs on; training always runs on torch")
 
     def load(self, model: str | os.PathLike[str] | None = None, *, max_length: int | None = None,
              device: str | None = None, backend: str | None = None) -> "TextEncoder":

@@ -69,13 +69,28 @@ def test_int8_falls_back_to_fp32_with_one_line_when_the_check_fails(tiny_encoder
     assert encoder.backend == "onnx"
 
 
-def test_int8_falls_back_on_a_cpu_without_vnni(tiny_encoder_dir, monkeypatch, caplog):
+@pytest.mark.parametrize("asked, used", [("onnx-int8", "onnx"), ("auto", "torch")])
+def test_int8_falls_back_on_a_cpu_without_vnni(tiny_encoder_dir, monkeypatch, caplog, asked, used):
     monkeypatch.setattr(onnx_backend, "cpu_flags", lambda: {"sse4_2"})
-    encoder = TextEncoder.from_pretrained(tiny_encoder_dir, backend="auto", device="cpu")
+    encoder = TextEncoder.from_pretrained(tiny_encoder_dir, backend=asked, device="cpu")
+    made = onnx_export.EXPORTS_MADE
     with caplog.at_level(logging.WARNING, logger="contrastext.models.onnx_backend"):
         encoder.encode(TEXTS[:4])
     lines = [r.getMessage() for r in caplog.records if r.name == "contrastext.models.onnx_backend"]
-    assert len(lines) == 1 and "avx512_vnni" in lines[0] and encoder.backend == "onnx"
+    assert len(lines) == 1 and "avx512_vnni" in lines[0] and encoder.backend == used
+    assert onnx_export.EXPORTS_MADE == made + (used == "onnx")  # auto falls back to torch without exporting
+
+
+def test_auto_falls_back_to_torch_when_the_int8_check_fails(tiny_encoder_dir, monkeypatch, caplog):
+    # fp32 ONNX measured slower than torch on CPU, so auto's fallback is torch (onnx-int8's is fp32 ONNX)
+    monkeypatch.setattr(onnx_quality, "MIN_MEAN_COSINE", 1.01)
+    monkeypatch.setattr(onnx_backend, "int8_cpu_reason", lambda: None)
+    encoder = TextEncoder.from_pretrained(tiny_encoder_dir, backend="auto", device="cpu")
+    with caplog.at_level(logging.WARNING, logger="contrastext.models.onnx_backend"):
+        got = encoder.encode(TEXTS)
+    lines = [r.getMessage() for r in caplog.records if r.name == "contrastext.models.onnx_backend"]
+    assert len(lines) == 1 and lines[0].startswith("backend auto: torch is used") and encoder.backend == "torch"
+    np.testing.assert_array_equal(got, TextEncoder.from_pretrained(tiny_encoder_dir).encode(TEXTS))
 
 
 def test_numpy_pooling_matches_torch_pooling():

@@ -25,7 +25,8 @@ def _config(tmp_path: Path, tiny_encoder_dir: Path, *more: str) -> WCSBertConfig
 
 
 def test_the_default_self_trains_on_one_half_evaluates_on_the_other_and_guards_its_rounds(
-        ray_session, tiny_encoder_dir, tmp_path, capsys):
+        ray_session, tiny_encoder_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("CONTRASTEXT_BACKEND")  # the real default: auto, so each round's model is exported
     summary = run_wcsbert(_config(tmp_path, tiny_encoder_dir))
     run = tmp_path / "runs" / "wcsbert"
     assert summary["labels"] == TOPICS and summary["pool_rows"] == 80
@@ -42,6 +43,12 @@ def test_the_default_self_trains_on_one_half_evaluates_on_the_other_and_guards_i
     assert len(guards) == 3
     # a plain-text pool: each round also trains on pairs of kept texts sharing a pseudo-label (the default)
     assert all(r["text_pairs"] > 0 for r in summary["rounds"])
+    # auto on a CPU with VNNI: each round's new model exported before it encoded; int8 where its check
+    # passed, else torch (one line said why)
+    from contrastext.models.onnx_backend import int8_cpu_reason
+
+    assert summary["backend"] == "auto" and summary["final"]["backend"] in ("onnx-int8", "torch")
+    assert all((r["seconds"]["export"] > 0) == (int8_cpu_reason() is None) for r in summary["rounds"])
     for guard, part in zip(guards, parts):  # kappa times the share of the 11 labels still anchored
         assert guard == pytest.approx(part["guard_kappa"] * part["guard_anchored"])
         assert round(part["guard_anchored"] * 11) == pytest.approx(part["guard_anchored"] * 11)
@@ -70,6 +77,8 @@ def test_the_default_self_trains_on_one_half_evaluates_on_the_other_and_guards_i
     got = dict(zip(table.column("id").to_pylist(), table.column("label").to_pylist()))
     pages = pq.read_table(run / "pool" / "pages.parquet").to_pylist()
     assert labelled["rows_out"] == len(got) == 80
+    assert labelled["backend"] == "auto" and sum(labelled["backend_rows"].values()) == 80
+    delivered.encoder_.set_backend("auto")  # the same export (cached by its weights), so the same embeddings
     assert [got[str(p["page_id"])] for p in pages] == delivered.predict([p["text"] for p in pages])
 
 

@@ -132,7 +132,8 @@ class TextEncoder(nn.Module):
         onnx_backend.check_backend(backend)
         self.backend_requested = backend
         used = onnx_backend.resolve(backend, self.device.type) if backend != "torch" else "torch"
-        self._onnx = None if used == "torch" else onnx_backend.OnnxRunner(self, used, self._source_dir)
+        self._onnx = None if used == "torch" else onnx_backend.OnnxRunner(
+            self, used, self._source_dir, fallback="torch" if backend == "auto" else "onnx")
         return self
 
     @property
@@ -213,6 +214,10 @@ class TextEncoder(nn.Module):
         """Embed ``texts`` to a float32 array [N, D] in input order."""
         texts = list(texts)
         onnx = self._onnx
+        if onnx is not None:
+            onnx.prepare()  # export (cached) and settle int8 before the first batch
+            if onnx.used == "torch":  # auto, where int8 is not used
+                onnx = None
         if num_threads is not None and onnx is None:
             torch.set_num_threads(num_threads)
         if not texts:

@@ -9,6 +9,7 @@ its quality check (``onnx_quality``); otherwise fp32 ONNX is used and one line s
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -20,6 +21,15 @@ BACKENDS = ("torch", "onnx", "onnx-int8", "auto")
 INT8_CPU_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
 
 log = logging.getLogger(__name__)
+
+
+DEFAULT_BACKEND_ENV = "CONTRASTEXT_BACKEND"
+
+
+def default_backend() -> str:
+    """What a config that names no backend uses: ``$CONTRASTEXT_BACKEND`` when set (e.g. torch for a cluster
+    where exports are not wanted), else ``auto``."""
+    return check_backend(os.environ.get(DEFAULT_BACKEND_ENV, "auto"))
 
 
 def check_backend(backend: str) -> str:
@@ -134,9 +144,12 @@ class OnnxRunner:
     """The ONNX side of a ``TextEncoder``: export on first use (cached), the int8 decision, sessions per
     thread count. ``stale()`` drops it all, so weights changed by training are exported again."""
 
-    def __init__(self, encoder, backend: str, source_dir: Path | None):
+    def __init__(self, encoder, backend: str, source_dir: Path | None, fallback: str = "onnx"):
         self.encoder = encoder
         self.requested = backend  # onnx or onnx-int8 (after ``resolve``)
+        # where int8 is not used: fp32 ONNX when int8 was asked for by name; torch for auto, because fp32
+        # ONNX measured slower than torch on CPU (README, "Inference backend")
+        self.fallback = fallback
         self.source_dir = source_dir  # the folder the weights were loaded from, while they are unchanged
         self.used: str | None = None  # onnx or onnx-int8 once prepared
         self.folder: Path | None = None
@@ -168,6 +181,11 @@ class OnnxRunner:
         started = time.perf_counter()
         cpu_reason = int8_cpu_reason() if self.requested == "onnx-int8" else None
         int8 = self.requested == "onnx-int8" and cpu_reason is None
+        asked = "onnx-int8" if self.fallback == "onnx" else "auto"
+        if cpu_reason is not None and self.fallback == "torch":  # nothing to export
+            self.used = "torch"
+            say(f"backend auto: torch is used, {cpu_reason}")
+            return 0.0
         enc = self.encoder
 
         def embed(graph, texts):
@@ -184,7 +202,9 @@ class OnnxRunner:
             if quality.get("mean_cosine", 0.0) >= threshold:
                 self.used = "onnx-int8"
             else:
-                say(f"backend onnx-int8: fp32 ONNX is used, the int8 export's mean cosine with fp32 is "
+                self.used = self.fallback
+                said = "fp32 ONNX" if self.fallback == "onnx" else "torch"
+                say(f"backend {asked}: {said} is used, the int8 export's mean cosine with fp32 is "
                     f"{quality.get('mean_cosine', float('nan')):.4f} < {threshold} on {quality.get('texts')} texts")
         self.export_seconds = time.perf_counter() - started
         return self.export_seconds

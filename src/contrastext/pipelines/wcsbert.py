@@ -412,7 +412,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
         "pool": config.pool.source,
         "corpus": corpus, "pretrain": pretrain, "pool_rows": encoded["rows"], "evaluations": evaluations,
         "rounds": rounds, "stop_reason": stop.reason, "chosen_round": best_round, "final_model": final_model,
-        "delivered": delivered,
+        "delivered": delivered, "backend": config.encoder.backend,
         "guard_round_0": guard_0.value if guard_0 is not None else None,
         "guard_round_0_parts": guard_fields(guard_0) if guard_0 is not None else None,
         "final": final, "timings_s": run.timings,
@@ -568,6 +568,7 @@ def _final_evaluation(run: _Run, final_model: str, rounds: list[dict[str, Any]],
     eval_embeddings = eval_set.evaluator.embed(encoder)
     result = eval_set.evaluator.score(encoder, eval_embeddings)
     final = _result_json(result, labels.names, eval_set.source)
+    final["backend"] = encoder.backend  # what the encodes ran on once settled (int8, or the fp32 fallback)
     final_embeddings = (run.path("round_0", "embeddings") if not best_round else
                         rounds[best_round - 1]["embeddings"] if config.rounds.reencode else None)
     if config.evaluation.prototypes and final_embeddings is not None:
@@ -789,6 +790,8 @@ def summary_table(summary: dict[str, Any]) -> str:
         if summary["final"].get("label_mapping_accuracy") is not None:
             rows.append(["final, label mapping via categories", f"{summary['final']['label_mapping_accuracy']:.4f}"])
     rows.append(["stopped", summary["stop_reason"]])
+    used = (summary["final"] or {}).get("backend")
+    rows.append(["backend", summary.get("backend", "torch") + (f" ({used})" if used and used != summary.get("backend") else "")])
     rows.append(["evaluation", summary["evaluation_set"] or summary["evaluation_skipped"]])
     rows.append(["time s: " + ", ".join(summary["timings_s"]), ", ".join(f"{v:.0f}" for v in summary["timings_s"].values())])
     return format_table(rows, headers=["wcsbert", "accuracy"])

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from contrastext.config import OutputConfig, RayConfig, Settings
+from contrastext.config import BackendName, OutputConfig, RayConfig, Settings, backend_field
 from contrastext.data.sources import TextSource
 
 Task = Literal["auto", "classify", "cluster", "topics", "embed"]
@@ -61,8 +61,8 @@ class PredictConfig(Settings):
     include_embedding: bool = Field(False, description="add each text's embedding (always there for embed)")
     max_length: int | None = Field(None, ge=8, description="tokens per text; None: what the model was saved with")
     batch_size: int = Field(64, ge=1, description="texts per forward pass")
-    backend: Literal["torch", "onnx", "onnx-int8", "auto"] = Field(
-        "torch", description="what the model's encoder runs on (models.onnx_backend) for WCSBert, ShuffleDivide "
+    backend: BackendName = backend_field(
+        "what the model's encoder runs on (models.onnx_backend) for WCSBert, ShuffleDivide "
         "and plain embeddings; a SupConClassifier or PhraseTopicModel folder runs on torch (its head, or its "
         "span pooling, reads the torch module), which one line says")
     chunk_rows: int = Field(2048, ge=1, description="input rows per output file (the unit of resuming)")

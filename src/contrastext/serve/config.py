@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from contrastext.config import RayConfig, Settings
+from contrastext.config import BackendName, RayConfig, Settings, backend_field
 from contrastext.models.resolve import DEFAULT_MODEL
 from contrastext.zeroshot import DEFAULT_TEMPLATE, validate_template
 
@@ -36,8 +36,7 @@ class ServedModelConfig(Settings):
     """One encoder the application serves under a name."""
 
     model: str = Field(DEFAULT_MODEL, description="bundled:minilm, a local folder, or an HF id in the local cache")
-    backend: Literal["torch", "onnx", "onnx-int8", "auto"] = Field(
-        "torch", description="what the model runs on (models.onnx_backend): auto is ONNX int8 on a CPU, torch on a GPU")
+    backend: BackendName = backend_field("what the model runs on (models.onnx_backend)")
     max_length: int | None = Field(None, gt=0, description="tokens per text; None: what the model folder says")
     normalize: bool | None = Field(None, description="None: what the model folder says")
     replicas: int = Field(1, ge=1, description="fixed replica count (ignored when autoscaling is set)")
