@@ -129,3 +129,17 @@ def test_minilm_onnx_and_int8_against_torch():
     int8 = int8_encoder.encode(texts)
     if int8_encoder.backend == "onnx-int8":  # a CPU with VNNI
         assert _cosines(int8, expected).mean() >= 0.99
+
+
+@pytest.mark.parametrize("mask", [False, True])
+def test_phrase_spans_pool_the_onnx_sessions_token_states_as_torch(tiny_encoder_dir, mask):
+    from contrastext.uctopic.encoder import PhraseEncoder
+
+    sentence = "The central bank in Frankfurt raised interest rates on Tuesday."
+    spans = [(sentence, 4, 16), (sentence, 25, 34), (sentence, 42, 56), ("Apple sells phones.", 0, 5)]
+    expected = PhraseEncoder.from_pretrained(tiny_encoder_dir).encode(spans, mask=mask)
+    onnx = PhraseEncoder.from_pretrained(tiny_encoder_dir, backend="onnx")
+    got = onnx.encode(spans, mask=mask)
+    assert onnx.backend == "onnx" and got.shape == expected.shape
+    assert np.abs(got - expected).max() <= 1e-4
+    assert not np.allclose(got[0], got[1])  # the spans pooled, not one sentence vector

@@ -148,6 +148,17 @@ class TextEncoder(nn.Module):
         returns the seconds it took (0 for torch)."""
         return self._onnx.prepare() if self._onnx is not None else 0.0
 
+    def inference_token_states(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The last layer's token states [B, T, H] (float32) of padded ``features`` on the inference backend:
+        the ONNX session when one is used, else the module (the caller sets autocast). Span pooling reads them."""
+        onnx = self._onnx
+        if onnx is not None:
+            onnx.prepare()
+            if onnx.used != "torch":
+                arrays = {k: v.cpu().numpy().astype(np.int64, copy=False) for k, v in features.items()}
+                return torch.from_numpy(onnx.session(torch.get_num_threads()).token_states(arrays)).float()
+        return self.transformer(**features).last_hidden_state.float()
+
     def train(self, mode: bool = True) -> "TextEncoder":
         if mode:  # weights may change from here on: the folder no longer names them, nor the export
             self._source_dir = None

@@ -62,9 +62,8 @@ class PredictConfig(Settings):
     max_length: int | None = Field(None, ge=8, description="tokens per text; None: what the model was saved with")
     batch_size: int = Field(64, ge=1, description="texts per forward pass")
     backend: BackendName = backend_field(
-        "what the model's encoder runs on (models.onnx_backend) for WCSBert, ShuffleDivide "
-        "and plain embeddings; a SupConClassifier or PhraseTopicModel folder runs on torch (its head, or its "
-        "span pooling, reads the torch module), which one line says")
+        "what the model's encoder runs on (models.onnx_backend): every method's predictions read its "
+        "embeddings or, for PhraseTopicModel, its token states")
     chunk_rows: int = Field(2048, ge=1, description="input rows per output file (the unit of resuming)")
     rows_per_unit: int = Field(200_000, ge=1, description="a parquet file is read in row ranges of about this "
                                                           "many rows, so one large file spreads over the actors")

@@ -19,8 +19,11 @@ from contrastext.errors import InputError
 
 MARKERS = {"wcsbert.json": ("classify", "WCSBert"), "supcon_classifier.json": ("classify", "SupConClassifier"),
            "shuffle_divide.json": ("cluster", "ShuffleDivide"), "phrase_topics.json": ("topics", "PhraseTopicModel")}
-# the methods whose predictions read only their encoder's embeddings, which an ONNX backend can give
-ONNX_METHODS = ("WCSBert", "ShuffleDivide", "TextEncoder")
+# each method's encoder, whose backend (models.onnx_backend) its predictions run on: they all read only its
+# embeddings (SupConClassifier's head too) or its token states (PhraseTopicModel's span pooling)
+ENCODER_OF = {"WCSBert": lambda m: m.encoder_, "ShuffleDivide": lambda m: m.encoder_,
+              "SupConClassifier": lambda m: m.model_.encoder, "PhraseTopicModel": lambda m: m.encoder,
+              "TextEncoder": lambda m: m}
 TASKS_OF = {"classify": "label", "cluster": "cluster", "topics": "topic", "embed": None}  # the column counted
 
 
@@ -107,14 +110,7 @@ class Predictor:
 
     def _set_backend(self, backend: str) -> str:
         """Run the model's encoder on ``backend``; returns what it runs on (torch, onnx or onnx-int8)."""
-        import contrastext.models.onnx_backend as onnx_backend
-
-        if self.kind.method not in ONNX_METHODS:
-            if backend not in ("torch", "auto"):
-                onnx_backend.say(f"backend {backend}: a {self.kind.method} runs on torch (its head, or its span "
-                                 "pooling, reads the torch module)")
-            return "torch"
-        encoder = self.model if self.kind.method == "TextEncoder" else self.model.encoder_
+        encoder = ENCODER_OF[self.kind.method](self.model)
         encoder.set_backend(backend)
         encoder.prepare_backend()  # export (cached) and settle int8 now, before the first chunk is timed
         return encoder.backend

@@ -234,7 +234,7 @@ class Ingress:
         topics = None
         if self.topics is not None:
             info = await self._call(request, self.config.topics.name, self.topics.info)
-            topics = TopicsModelInfo(**{k: info[k] for k in ("name", "model", "max_length", "device", "k_range")})
+            topics = TopicsModelInfo(**{k: info[k] for k in ("name", "model", "max_length", "device", "backend", "k_range")})
         return {"models": out, "default_model": self.config.default_model_name,
                 "model_paths_from_requests": self.path_models is not None, "topics": topics}
 

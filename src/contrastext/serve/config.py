@@ -101,6 +101,7 @@ class TopicsSettings(Settings):
     name: str = Field("uctopic", description="the name requests and /v1/models use for it")
     model: str = Field(DEFAULT_MODEL, description="a folder from `uctopic` pretrain/finetune, or an encoder spec")
     max_length: int = Field(128, gt=0, description="tokens per sentence")
+    backend: BackendName = backend_field("what the phrase encoder runs on (models.onnx_backend)")
     k_min: int = Field(2, ge=2, description="smallest topic count tried for n_topics 'auto'")
     k_max: int = Field(10, ge=2, description="largest topic count tried for n_topics 'auto'")
     max_phrases: int = Field(2000, ge=2, description="phrase instances encoded per request (a sample above it)")

@@ -145,6 +145,7 @@ class TopicsModelInfo(BaseModel):
     model: str
     max_length: int
     device: str
+    backend: str = Field("torch", description="what the phrase encoder runs on: torch, onnx or onnx-int8")
     k_range: list[int] = Field(..., description="[k_min, k_max] tried for n_topics 'auto'")
 
 

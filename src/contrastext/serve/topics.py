@@ -51,7 +51,10 @@ class TopicsDeployment:
     def _load(self, spec: str) -> PhraseTopicModel:
         from contrastext.uctopic.service import PhraseTopicModel
 
-        return PhraseTopicModel.load(spec, device=self.device, max_length=self.settings.max_length)
+        model = PhraseTopicModel.load(spec, device=self.device, max_length=self.settings.max_length,
+                                      backend=self.settings.backend)
+        model.encoder.prepare_backend()  # export (cached) now, not inside the first request
+        return model
 
     async def _model(self, spec: str | None) -> PhraseTopicModel:
         if spec is None:
@@ -94,6 +97,7 @@ class TopicsDeployment:
     def info(self) -> dict[str, Any]:
         return {"name": self.settings.name, "model": self.settings.model,
                 "max_length": int(self.model.encoder.max_length), "device": self.device,
+                "backend": getattr(self.model.encoder, "backend", "torch"),
                 "k_range": [self.settings.k_min, self.settings.k_max], "requests": self.requests}
 
 

@@ -41,19 +41,33 @@ class PhraseEncoder(nn.Module):
 
     @classmethod
     def from_pretrained(cls, spec: str | os.PathLike[str] = DEFAULT_MODEL, *, max_length: int | None = None,
-                        device: str | torch.device | None = None, allow_download: bool = False) -> "PhraseEncoder":
-        """Load a phrase encoder from a folder, a URI of a folder an earlier stage saved, or a model spec."""
+                        device: str | torch.device | None = None, allow_download: bool = False,
+                        backend: str = "torch") -> "PhraseEncoder":
+        """Load a phrase encoder from a folder, a URI of a folder an earlier stage saved, or a model spec;
+        ``backend``: what ``encode`` runs on (``models.onnx_backend``; training always runs on torch)."""
         from contrastext import storage
 
         if storage.is_uri(spec) and not str(spec).startswith("file://"):
             with storage.local_copy(spec) as local:
                 return cls.from_pretrained(local, max_length=max_length, device=device,
-                                           allow_download=allow_download)
+                                           allow_download=allow_download, backend=backend)
         if str(spec).startswith("file://"):
             spec = storage.resolve(spec)[1]
         folder = resolve_model_path(spec, allow_download=allow_download)
         encoder = TextEncoder.from_pretrained(folder, max_length=max_length, device="cpu")
-        return cls(encoder).to(pick_device(device)).eval()
+        return cls(encoder).to(pick_device(device)).eval().set_backend(backend)
+
+    def set_backend(self, backend: str) -> "PhraseEncoder":
+        """Run ``encode``'s transformer on ``backend``: the span pooling reads the ONNX session's token states."""
+        self.encoder.set_backend(backend)
+        return self
+
+    @property
+    def backend(self) -> str:
+        return self.encoder.backend
+
+    def prepare_backend(self) -> float:
+        return self.encoder.prepare_backend()
 
     load = from_pretrained
 
@@ -147,7 +161,7 @@ class PhraseEncoder(nn.Module):
                 first = np.cumsum([0] + [len(g) for g in chunk[:-1]])
                 inputs = {k: v[first].to(self.device) for k, v in features.items() if k != "span_mask"}
                 with autocast:
-                    states = self.encoder.transformer(**inputs).last_hidden_state.float()
+                    states = self.encoder.inference_token_states(inputs)
                 owner = torch.tensor(np.repeat(np.arange(len(chunk)), [len(g) for g in chunk]), device=self.device)
                 weights = features["span_mask"].to(self.device).unsqueeze(-1).float()
                 vectors = (states[owner] * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)

@@ -48,7 +48,7 @@ def _stage_output(config: UCTopicConfig) -> OutputConfig:
 def _load_encoder(spec: str, config: UCTopicConfig):
     from contrastext.uctopic.encoder import PhraseEncoder
 
-    return PhraseEncoder.from_pretrained(spec, max_length=config.max_length,
+    return PhraseEncoder.from_pretrained(spec, max_length=config.max_length, backend=config.train.encoder.backend,
                                          allow_download=config.train.encoder.allow_download)
 
 

@@ -115,16 +115,17 @@ class PhraseTopicModel:
 
     @classmethod
     def load(cls, spec: str = DEFAULT_MODEL, *, device: str | None = None, max_length: int = 128,
-             **kwargs) -> "PhraseTopicModel":
+             backend: str = "torch", **kwargs) -> "PhraseTopicModel":
         """``spec``: a folder written by ``save`` (encoder and topics), by the pretrain/finetune stages, or any
-        encoder spec (``bundled:minilm``, a local folder, a cached Hugging Face id)."""
+        encoder spec (``bundled:minilm``, a local folder, a cached Hugging Face id); ``backend``: what the
+        phrase encoder runs on (``models.onnx_backend``)."""
         topics_file = Path(str(spec)) / TOPICS_FILE
         if not topics_file.is_file():
-            return cls(phrase_encoder(spec, max_length, device), **kwargs)
+            return cls(phrase_encoder(spec, max_length, device, backend), **kwargs)
         saved = json.loads(topics_file.read_text(encoding="utf-8"))
         settings = {"temperature": saved["temperature"], "extractor": saved["extractor"],
                     "ngram": NgramSettings(**saved["ngram"]) if saved.get("ngram") else None, **kwargs}
-        model = cls(phrase_encoder(spec, saved.get("max_length", max_length), device), **settings)
+        model = cls(phrase_encoder(spec, saved.get("max_length", max_length), device, backend), **settings)
         model.topic_centroids_ = np.load(Path(str(spec)) / CENTROIDS_FILE).astype(np.float32)
         model.topics_ = [MinedTopic(t["topic"], t["size"], [TopicPhrase(**p) for p in t["phrases"]])
                          for t in saved["topics"]]
@@ -265,7 +266,7 @@ class PhraseTopicModel:
                             extractor=extractor, instances=len(instances))
 
 
-def phrase_encoder(encoder, max_length: int = 128, device: str | None = None):
+def phrase_encoder(encoder, max_length: int = 128, device: str | None = None, backend: str = "torch"):
     """A phrase encoder from a model spec or a ``TextEncoder`` (its transformer); any other object is taken
     as a phrase encoder already (``encode(instances, batch_size=...)``)."""
     import os
@@ -274,7 +275,7 @@ def phrase_encoder(encoder, max_length: int = 128, device: str | None = None):
     from contrastext.uctopic.encoder import PhraseEncoder
 
     if isinstance(encoder, (str, os.PathLike)):
-        return PhraseEncoder.from_pretrained(encoder, max_length=max_length, device=device)
+        return PhraseEncoder.from_pretrained(encoder, max_length=max_length, device=device, backend=backend)
     if isinstance(encoder, TextEncoder):
         return PhraseEncoder(encoder)
     return encoder
