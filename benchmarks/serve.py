@@ -17,6 +17,12 @@ requests (no leak). ``--requests 0`` runs the memory check alone. The app's topi
 
 serves the model once per backend (same batching) and compares their /v1/embed requests/s, phases
 alternating; the first backend is the base of the ratios.
+
+    python benchmarks/serve.py --compare-auth [--requests 1000 --rounds 3]
+
+serves the model in two applications on one server, one open and one that asks for a bearer token (its
+per-token rate limiter on, set too high to refuse anything), and compares their /v1/embed requests/s,
+phases alternating: the cost of authentication (target ≤ 2%).
 ``--use-gpu`` puts both replicas on a GPU; on a one-GPU machine they share it.
 """
 
@@ -48,7 +54,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def load(url: str, model: str, texts: list[str], count: int, clients: int, route: str = "classify") -> dict:
+def load(url: str, model: str, texts: list[str], count: int, clients: int, route: str = "classify",
+         headers: dict[str, str] | None = None) -> dict:
     """Send ``count`` one-text requests to ``route`` (classify or embed) from ``clients`` threads; every
     answer is checked, latencies kept."""
     latencies: list[float] = []
@@ -58,6 +65,7 @@ def load(url: str, model: str, texts: list[str], count: int, clients: int, route
 
     def client() -> None:
         session = requests.Session()
+        session.headers.update(headers or {})
         while True:
             with lock:
                 i = next(next_index, None)
@@ -198,6 +206,63 @@ def throughput_report(args: argparse.Namespace, phases: dict[str, list[dict]], b
             "ratio_batched_over_unbatched": ratio, "memory": None}
 
 
+def compare_auth(args: argparse.Namespace, texts: list[str]) -> None:
+    """/v1/embed requests/s of an open application and of one that checks a bearer token, phases alternating."""
+    from ray import serve
+
+    from contrastext.runtime import init_ray
+    from contrastext.serve.app import build_app
+    from contrastext.serve.auth import new_token
+    from contrastext.serve.config import ServeConfig
+
+    model = {"model": args.model, "max_length": 128, "num_cpus": 1, "torch_threads": args.threads,
+             "precision": args.precision, "backend": args.backend,
+             "batching": {"enabled": True, "max_batch_size": args.max_batch_size,
+                          "batch_wait_timeout_s": args.batch_wait_ms / 1000}}
+    port = free_port()
+    token, entry = new_token("benchmark", "read")
+    variants = {"open": {}, "token": {"Authorization": f"Bearer {token}"}}
+    configs = {name: ServeConfig(port=port, app_name=f"serve-auth-{name}", route_prefix=f"/{name}",
+                                 limits={"request_timeout_s": 120}, models={"minilm": model},
+                                 topics={"enabled": False}, access_log=args.access_log,
+                                 auth={"requests_per_s": 1e6, "burst": 10**6}) for name in variants}
+    init_ray(configs["open"].ray)
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    for name, config in configs.items():
+        if name == "token":
+            os.environ["CONTRASTEXT_API_TOKENS"] = entry
+        try:
+            serve.run(build_app(config, "127.0.0.1"), name=config.app_name, route_prefix=config.route_prefix)
+        finally:
+            os.environ.pop("CONTRASTEXT_API_TOKENS", None)
+    urls = {name: f"http://127.0.0.1:{port}/{name}/" for name in variants}
+    refused = requests.post(urls["token"] + "v1/embed", json={"texts": ["x"]}, timeout=60).status_code
+    assert refused == 401, f"the token application answered {refused} without a token"
+    phases: dict[str, list[dict]] = {name: [] for name in variants}
+    try:
+        for name, headers in variants.items():  # warm-up: model threads, connections
+            load(urls[name], "minilm", texts, 4 * args.clients, args.clients, route="embed", headers=headers)
+        for _ in range(args.rounds):
+            for name, headers in variants.items():
+                phases[name].append(load(urls[name], "minilm", texts, args.requests, args.clients, route="embed",
+                                         headers=headers))
+                print(f"{name}: {phases[name][-1]['requests_per_s']:.1f} requests/s", flush=True)
+    finally:
+        serve.shutdown()
+    rate = {name: float(statistics.median(p["requests_per_s"] for p in phases[name])) for name in variants}
+    cost = 1 - rate["token"] / rate["open"]
+    rows = [[name, f"{rate[name]:.1f}", f"{rate[name] / rate['open']:.3f}×",
+             f"{statistics.median(p['p50_ms'] for p in phases[name]):.1f} / "
+             f"{statistics.median(p['p99_ms'] for p in phases[name]):.1f}"] for name in variants]
+    print(format_table(rows, headers=[f"/v1/embed, {args.clients} clients, {args.requests} requests/phase, "
+                                      f"{args.rounds} rounds", "requests/s", "vs open", "p50 / p99 ms"]))
+    print(f"authentication costs {100 * cost:.1f}% of the open application's requests/s (target ≤ 2%)")
+    result = {"route": "embed", "requests_per_phase": args.requests, "clients": args.clients, "rounds": args.rounds,
+              "torch_threads": args.threads, "backend": args.backend, "requests_per_s": rate, "cost": cost,
+              "phases": phases}
+    print(f"written to {write_result('serve_auth', result)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=2000, help="requests per phase and round")
@@ -221,7 +286,11 @@ def main() -> None:
     parser.add_argument("--use-gpu", action="store_true", help="both replicas on a GPU")
     parser.add_argument("--compare-backends", default=None, metavar="torch,onnx-int8",
                         help="instead: /v1/embed requests/s of one replica per backend (the first is the base)")
+    parser.add_argument("--compare-auth", action="store_true",
+                        help="instead: /v1/embed requests/s of an open application and of one asking for a token")
     args = parser.parse_args()
+    if args.compare_auth:
+        return compare_auth(args, [f"{title}. {body}" for title, body in ag_news_rows(2000)])
     if args.compare_backends:
         return compare_backends(args, [f"{title}. {body}" for title, body in ag_news_rows(2000)])
 

@@ -17,6 +17,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # suite runs them on torch to keep its time, and tests/models/test_onnx_backend.py, the default job's test
 # and the predict and Serve backend tests run auto / onnx / onnx-int8 by name.
 os.environ.setdefault("CONTRASTEXT_BACKEND", "torch")
+# a shell's API tokens would turn authentication on for every served test app; the auth tests set their own
+os.environ.pop("CONTRASTEXT_API_TOKENS", None)
 
 # Six short news documents, two each on football, interest rates and smartphones (topic mining tests)
 NEWS_DOCUMENTS = [

@@ -189,6 +189,14 @@ def test_token_auth_is_on_and_the_token_reaches_every_node(prepared):
     assert prepared["file_mounts"].get("~/.ray") == "~/.ray"  # ~/.ray/auth_token of the laptop
 
 
+def test_the_api_token_entries_reach_every_node(prepared):
+    assert prepared["file_mounts"].get("~/.contrastext") == "~/.contrastext"
+    for commands in (prepared["head_start_ray_commands"], prepared["worker_start_ray_commands"]):
+        line = " ".join(commands)
+        assert 'export CONTRASTEXT_API_TOKENS="$(cat ~/.contrastext/api-tokens' in line
+        assert line.index("CONTRASTEXT_API_TOKENS") < line.index("ray start")
+
+
 def test_start_commands(prepared):
     head = " ".join(prepared["head_start_ray_commands"])
     worker = " ".join(prepared["worker_start_ray_commands"])

@@ -275,6 +275,23 @@ def test_rayservice_serve_config_is_what_serve_deploy_accepts():
     ServeConfig.model_validate(application.args)
 
 
+def test_rayservice_gives_every_ray_container_the_api_tokens_from_a_secret():
+    """The application is built on any node, so each Ray container holds the entries the config names."""
+    from contrastext.serve.config import ServeConfig
+
+    doc = manifest("rayservice.yaml")
+    (application,) = yaml.safe_load(doc["spec"]["serveConfigV2"])["applications"]
+    config = ServeConfig.model_validate(application["args"])
+    assert config.auth.mode == "auto" and config.auth.tokens_env and config.ingress_replicas == 2
+    assert config.ingress_max_replicas_per_node == 1  # the two ingress replicas on two nodes
+    spec = cluster_spec(doc)
+    templates = [spec["headGroupSpec"]["template"], *(g["template"] for g in spec["workerGroupSpecs"])]
+    for template in templates:
+        for container in template["spec"]["containers"]:
+            (entry,) = [e for e in container["env"] if e["name"] == config.auth.tokens_env]
+            assert entry["valueFrom"]["secretKeyRef"] == {"name": "contrastext-api-tokens", "key": "entries"}
+
+
 def _gpu_replicas(args: dict) -> tuple[int, int]:
     """(fewest, most) replicas holding a GPU that the Serve application runs."""
     from contrastext.serve.config import ServeConfig

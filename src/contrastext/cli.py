@@ -141,6 +141,19 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_token(args: argparse.Namespace) -> int:
+    from contrastext.serve.auth import AuthConfigError, new_token
+
+    try:
+        token, entry = new_token(args.name, args.scope)
+    except AuthConfigError as error:
+        print(f"contrastext token: {error}", file=sys.stderr)
+        return 2
+    print(f"token for {args.name} (shown once; the server keeps only its hash):\n{token}")
+    print(f"entry for the server (CONTRASTEXT_API_TOKENS or auth.tokens_file, one per line):\n{entry}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="contrastext", description="Contrastive text encoders on Ray.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -162,6 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
     resolve.add_argument("model")
     resolve.add_argument("--allow-download", action="store_true")
     resolve.set_defaults(handler=_cmd_resolve)
+
+    token = sub.add_parser("token", help="make an API token for `serve` and the entry the server accepts it by")
+    token.add_argument("--name", required=True, help="who holds it (logs and audit lines show this name)")
+    token.add_argument("--scope", required=True, choices=["read", "train", "admin"],
+                       help="read: inference and reading classifiers; train: also create; admin: also delete")
+    token.set_defaults(handler=_cmd_token)
     return parser
 
 

@@ -1,14 +1,16 @@
-"""The web page in headless Chromium (Debian's chromium + chromium-driver, through Selenium): classify a text,
-cluster, mine phrase topics and train a new classifier with the bundled MiniLM and see the results; screenshots are kept under
-test-artifacts/."""
+"""The web page in headless Chromium (Debian's chromium + chromium-driver, through Selenium) on a server that
+asks for a token: the page says so, takes one, then classifies a text, clusters, mines phrase topics and trains
+a new classifier with the bundled MiniLM; screenshots are kept under test-artifacts/."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
+from contrastext.serve.auth import new_token
 from contrastext.serve.config import ServeConfig
 from serve_harness import free_port, running_app
 
@@ -17,6 +19,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.slow]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 CHROMEDRIVER = shutil.which("chromedriver")
+TOKEN, ENTRY = new_token("web-user", "train")  # train: the page also creates a classifier
 
 
 
@@ -53,17 +56,24 @@ def app(ray_session, tmp_path_factory):
                          topics={"num_cpus": 0.25, "torch_threads": 1, "k_max": 6},
                          classifiers={"storage_path": str(tmp_path_factory.mktemp("registry")), "batch_size": 4,
                                       "cpus_per_worker": 1, "num_cpus": 0.25})
-    with running_app(config) as url:
-        yield url
+    os.environ["CONTRASTEXT_API_TOKENS"] = ENTRY  # read when the application is built
+    try:
+        with running_app(config) as url:
+            yield url
+    finally:
+        del os.environ["CONTRASTEXT_API_TOKENS"]
 
 
-def test_page_classifies_a_text(browser, app):
+def test_page_asks_for_a_token_then_classifies_a_text(browser, app):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
     browser.get(app)
     wait = WebDriverWait(browser, 60)
+    wait.until(ec.text_to_be_present_in_element((By.ID, "status"), "needs an API token"))
+    _type_into(browser, "token", TOKEN + Keys.TAB)  # kept for the tab: the later tests' page loads reuse it
     wait.until(ec.text_to_be_present_in_element((By.ID, "status"), "ready"))
     assert "minilm" in browser.find_element(By.ID, "model").text
     _type_into(browser, "classify-texts", "The striker scored twice and his team won the championship final.")

@@ -3,6 +3,9 @@ summaries (no Ray needed)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -52,10 +55,11 @@ def test_serve_command_prints_its_config(capsys):
     assert "port" in capsys.readouterr().err
 
 
-def test_cluster_serve_yaml_builds_the_application():
+def test_cluster_serve_yaml_builds_the_application(monkeypatch):
     from ray.serve.schema import ServeDeploySchema
 
     from contrastext.serve.app import app_builder
+    from contrastext.serve.auth import AuthConfigError, new_token
 
     data = yaml.safe_load((REPO / "cluster" / "serve.yaml").read_text())
     schema = ServeDeploySchema.model_validate(data)  # what `serve deploy` validates
@@ -65,12 +69,20 @@ def test_cluster_serve_yaml_builds_the_application():
     config = ServeConfig.model_validate(spec.args)
     assert config.models["minilm"].use_gpu and config.models["minilm"].autoscaling.max_replicas == 4
     assert config.topics.enabled and config.topics.use_gpu and config.topics.model == "bundled:minilm"
+    assert config.auth.tokens_env == "CONTRASTEXT_API_TOKENS" and config.ingress_replicas == 2
+    monkeypatch.delenv("CONTRASTEXT_API_TOKENS", raising=False)
+    with pytest.raises(AuthConfigError, match="refusing to serve"):  # the nodes' Secret is missing
+        app_builder(dict(spec.args))
+    monkeypatch.setenv("CONTRASTEXT_API_TOKENS", new_token("ops", "admin")[1])
     application = app_builder(dict(spec.args))
     assert type(application).__name__ == "Application"
 
 
-def test_app_builder_reads_a_config_file_and_overrides(tmp_path):
+def test_app_builder_reads_a_config_file_and_overrides(tmp_path, monkeypatch):
     from contrastext.serve.app import app_builder
+    from contrastext.serve.auth import new_token
+
+    monkeypatch.setenv("CONTRASTEXT_API_TOKENS", new_token("ops", "admin")[1])
 
     path = tmp_path / "serve.yaml"
     path.write_text("models:\n  small:\n    model: bundled:minilm\n    replicas: 2\n")
@@ -169,3 +181,95 @@ def test_a_call_whose_replica_was_lost_is_sent_once_more():
     with pytest.raises(HTTPException) as error:
         call(twice)
     assert error.value.status_code == 503 and "again on the retry" in error.value.detail and len(twice.calls) == 2
+
+
+# ---------------------------------------------------------------- authentication settings (serve.auth)
+def test_a_token_is_accepted_by_its_entry_alone_and_scopes_nest():
+    from contrastext.serve.auth import TokenTable, new_token, parse_entries
+
+    token, entry = new_token("alice", "train")
+    assert token.startswith("ctx_") and len(token) > 40 and token not in entry
+    ((name, scope, digest),) = parse_entries(f"# the team's tokens\n{entry}  # alice's laptop\n", "tokens")
+    table = TokenTable([(name, scope, digest)])
+    alice = table.find(token)
+    assert alice is not None and (alice.name, alice.scope) == ("alice", "train")
+    assert [alice.allows(s) for s in ("read", "train", "admin")] == [True, True, False]
+    assert table.find(token + "x") is None and table.find("") is None
+
+
+@pytest.mark.parametrize("text, words", [
+    ("alice:train:abc", "line 1: 'alice:train:…' is not a token entry"),
+    ("alice:root:" + "0" * 64, "is not a token entry"),
+    ("a:read:{0},a:admin:{0}".format("0" * 64), "the token name 'a' appears twice"),
+])
+def test_a_malformed_token_entry_is_an_error_naming_its_source_and_never_shows_the_secret(text, words):
+    from contrastext.serve.auth import AuthConfigError, parse_entries
+
+    with pytest.raises(AuthConfigError, match="CONTRASTEXT_API_TOKENS") as error:
+        parse_entries(text, "$CONTRASTEXT_API_TOKENS")
+    assert words in str(error.value) and "abc" not in str(error.value)
+
+
+def test_without_tokens_only_loopback_is_served_and_auth_none_is_said_loudly(monkeypatch, caplog):
+    import logging
+
+    from contrastext.serve.app import with_token_entries
+    from contrastext.serve.auth import AuthConfigError, new_token
+
+    monkeypatch.delenv("CONTRASTEXT_API_TOKENS", raising=False)
+    with caplog.at_level(logging.WARNING, logger="contrastext.serve.auth"):
+        assert with_token_entries(ServeConfig(), "127.0.0.1").auth.entries == []  # open, on loopback only
+        for host in ("0.0.0.0", "10.1.2.3", None):  # None: serve deploy, whose host is not known here
+            with pytest.raises(AuthConfigError, match="without tokens: set auth.tokens_env or auth.tokens_file"):
+                with_token_entries(ServeConfig(host=host or "0.0.0.0"), host)
+        with pytest.raises(AuthConfigError, match="auth.mode is tokens but no token is configured"):
+            with_token_entries(ServeConfig(auth={"mode": "tokens"}), "127.0.0.1")
+        caplog.clear()
+        assert with_token_entries(ServeConfig(host="0.0.0.0", auth={"mode": "none"}), "0.0.0.0").auth.entries == []
+    assert [r.getMessage()[:11] for r in caplog.records] == ["AUTH IS OFF"]
+    _, entry = new_token("ops", "admin")
+    monkeypatch.setenv("CONTRASTEXT_API_TOKENS", entry)
+    assert with_token_entries(ServeConfig(host="0.0.0.0"), "0.0.0.0").auth.entries == [tuple(entry.split(":"))]
+
+
+def test_tokens_come_from_a_file_too(tmp_path, monkeypatch):
+    from contrastext.serve.app import with_token_entries
+    from contrastext.serve.auth import AuthConfigError, new_token
+
+    monkeypatch.delenv("CONTRASTEXT_API_TOKENS", raising=False)
+    (_, one), (_, two) = new_token("a", "read"), new_token("b", "admin")
+    path = tmp_path / "tokens"
+    path.write_text(f"{one}\n{two}\n")
+    config = ServeConfig(host="0.0.0.0", auth={"tokens_file": str(path)})
+    assert [name for name, _, _ in with_token_entries(config, None).auth.entries] == ["a", "b"]
+    with pytest.raises(AuthConfigError, match="is not a file"):
+        with_token_entries(ServeConfig(auth={"tokens_file": str(tmp_path / "missing")}), None)
+
+
+def test_the_rate_limiter_lets_a_burst_pass_then_the_rate():
+    from contrastext.serve.auth import RateLimiter
+
+    limiter = RateLimiter(rate=1000.0, burst=3)
+    assert [limiter.wait_s("a") for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert 0 < limiter.wait_s("a") <= 0.001 and limiter.wait_s("b") == 0.0  # per key
+    slow = RateLimiter(rate=0.5, burst=1)
+    assert slow.wait_s("a") == 0.0 and slow.wait_s("a") == pytest.approx(2.0, abs=0.01)
+
+
+def test_serve_on_every_interface_without_tokens_is_refused_before_ray_starts(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "CONTRASTEXT_API_TOKENS"}
+    done = subprocess.run([sys.executable, "-m", "contrastext.cli", "serve", "--set", "host=0.0.0.0"], env=env,
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "refusing to serve on 0.0.0.0 without tokens: set auth.tokens_env" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "runs").exists()
+
+
+def test_the_token_command_prints_a_token_and_its_entry():
+    from contrastext.serve.auth import TokenTable, parse_entries
+
+    done = subprocess.run([sys.executable, "-m", "contrastext.cli", "token", "--name", "ci-bot", "--scope", "read"],
+                          capture_output=True, text=True, timeout=60)
+    lines = done.stdout.splitlines()
+    token, entry = lines[1], lines[3]
+    assert done.returncode == 0 and TokenTable(parse_entries(entry, "stdout")).find(token).name == "ci-bot"

@@ -14,7 +14,7 @@ import uuid
 from importlib import resources
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
@@ -25,7 +25,7 @@ from ray.serve.schema import LoggingConfig
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from contrastext.config import apply_overrides, load_config
-from contrastext.serve import classifiers
+from contrastext.serve import auth, classifiers
 from contrastext.serve.config import LimitsConfig, ServeConfig
 from contrastext.serve.deployments import EncoderDeployment, PathModelDeployment
 from contrastext.serve.routing import REQUEST_ID_HEADER, looks_like_path, request_id
@@ -37,13 +37,19 @@ from contrastext.serve.topics import topics_deployment, topics_route
 from contrastext.zeroshot import LabelSet, validate_template
 
 log = logging.getLogger(__name__)
-_ERRORS = {403: {"model": ErrorResponse, "description": "loading a model by path is disabled"},
+_ERRORS = {401: {"model": ErrorResponse, "description": "no bearer token, or not a valid one (WWW-Authenticate)"},
+           403: {"model": ErrorResponse, "description": "the token lacks the route's scope, or loading a model by "
+                                                        "path is disabled"},
+           429: {"model": ErrorResponse, "description": "the token is over its request rate; see Retry-After"},
            413: {"model": ErrorResponse, "description": "the request exceeds a configured limit"},
            404: {"model": ErrorResponse, "description": "unknown model"},
            422: {"model": ErrorResponse, "description": "malformed request"},
            500: {"model": ErrorResponse, "description": "the model failed; the message names the request id"},
            503: {"model": ErrorResponse, "description": "the model's replica was lost, and again on the retry"},
            504: {"model": ErrorResponse, "description": "the model did not answer in time"}}
+
+# each route's scope (serve.auth): 401 / 403 / 429 before the route runs when a token is asked for
+READ, TRAIN, ADMIN = ([Depends(auth.require(scope))] for scope in auth.SCOPES)
 
 api = FastAPI(
     title="contrastext",
@@ -127,6 +133,8 @@ class Ingress:
         storage_path = self.config.classifiers.storage_path
         self.registry = ClassifierRegistry(storage_path) if storage_path else None
         api.state.limits = self.limits
+        # the entries were settled when the application was built: none there means no token is asked for
+        api.state.guard = auth.Guard.build(self.config.auth, required=bool(self.config.auth.entries))
         self.page = static_page()
 
     # ------------------------------------------------------------ helpers
@@ -217,7 +225,7 @@ class Ingress:
     async def healthz(self) -> dict[str, Any]:
         return {"status": "ok", "models": sorted(self.encoders)}
 
-    @api.get("/v1/models", response_model=ModelsResponse, responses=_ERRORS)
+    @api.get("/v1/models", response_model=ModelsResponse, responses=_ERRORS, dependencies=READ)
     async def models(self, request: Request) -> dict[str, Any]:
         out = []
         for name, handle in self.encoders.items():
@@ -234,11 +242,12 @@ class Ingress:
         topics = None
         if self.topics is not None:
             info = await self._call(request, self.config.topics.name, self.topics.info)
-            topics = TopicsModelInfo(**{k: info[k] for k in ("name", "model", "max_length", "device", "backend", "k_range")})
+            topics = TopicsModelInfo(**{k: info[k] for k in ("name", "model", "max_length", "device", "backend",
+                                                             "k_range")})
         return {"models": out, "default_model": self.config.default_model_name,
                 "model_paths_from_requests": self.path_models is not None, "topics": topics}
 
-    @api.post("/v1/embed", response_model=EmbedResponse, responses=_ERRORS)
+    @api.post("/v1/embed", response_model=EmbedResponse, responses=_ERRORS, dependencies=READ)
     async def embed(self, body: EmbedRequest, request: Request) -> dict[str, Any]:
         self._check_texts(body.texts, self.limits.max_texts_per_request)
         name, handle, lead = self._target(body.model)
@@ -247,7 +256,8 @@ class Ingress:
                 "embeddings": embeddings.tolist()}
 
     @api.post("/v1/classify", response_model=ClassifyResponse, responses={
-        **_ERRORS, 409: {"model": ErrorResponse, "description": "the named classifier is not ready"}})
+        **_ERRORS, 409: {"model": ErrorResponse, "description": "the named classifier is not ready"}},
+        dependencies=READ)
     async def classify(self, body: ClassifyRequest, request: Request) -> dict[str, Any]:
         self._check_texts(body.texts, self.limits.max_texts_per_request)
         if body.model and body.model not in self.encoders:
@@ -281,26 +291,31 @@ class Ingress:
               responses={**_ERRORS, 403: {"model": ErrorResponse, "description": "texts_uri is not allowed"},
                          404: {"model": ErrorResponse, "description": "classifier training is off"},
                          409: {"model": ErrorResponse, "description": "the name is taken"},
-                         429: {"model": ErrorResponse, "description": "too many trainings running; see Retry-After"}})
+                         429: {"model": ErrorResponse, "description": "too many trainings running (or this "
+                                                                      "token's), or over the request rate; see "
+                                                                      "Retry-After"}},
+              dependencies=TRAIN)
     async def create_classifier(self, body: CreateClassifierRequest, request: Request):
         """Start self-training a classifier on the texts (a Ray job); answers 202 with its status URL."""
         return await classifiers.create_route(self, body, request)
 
-    @api.get("/v1/classifiers", response_model=ClassifierList, responses=_ERRORS)
+    @api.get("/v1/classifiers", response_model=ClassifierList, responses=_ERRORS, dependencies=READ)
     async def list_classifiers(self, request: Request) -> dict[str, Any]:
         return await classifiers.list_route(self, request)
 
-    @api.get("/v1/classifiers/{name}", name="get_classifier", response_model=ClassifierStatus, responses=_ERRORS)
+    @api.get("/v1/classifiers/{name}", name="get_classifier", response_model=ClassifierStatus, responses=_ERRORS,
+             dependencies=READ)
     async def get_classifier(self, name: str, request: Request) -> dict[str, Any]:
         """State (queued, running, ready, failed), rounds done, pseudo-labels kept per label, dev accuracy."""
         return await classifiers.get_route(self, name, request)
 
-    @api.delete("/v1/classifiers/{name}", response_model=DeletedClassifier, responses=_ERRORS)
+    @api.delete("/v1/classifiers/{name}", response_model=DeletedClassifier, responses=_ERRORS,
+                dependencies=ADMIN)
     async def delete_classifier(self, name: str, request: Request) -> dict[str, Any]:
         """Stop its training if running, and remove it and its files."""
         return await classifiers.delete_route(self, name, request)
 
-    @api.post("/v1/cluster", response_model=ClusterResponse, responses=_ERRORS)
+    @api.post("/v1/cluster", response_model=ClusterResponse, responses=_ERRORS, dependencies=READ)
     async def cluster(self, body: ClusterRequest, request: Request) -> dict[str, Any]:
         from contrastext.serve.clusters import cluster_texts
 
@@ -320,7 +335,7 @@ class Ingress:
             raise HTTPException(422, f"cannot cluster these texts: {error}") from None
         return {"request_id": request_id(request), "model": name, **result}
 
-    @api.post("/v1/topics", response_model=TopicsResponse, responses=_ERRORS)
+    @api.post("/v1/topics", response_model=TopicsResponse, responses=_ERRORS, dependencies=READ)
     async def topics(self, body: TopicsRequest, request: Request) -> dict[str, Any]:
         return await topics_route(self, body, request)
 
@@ -345,8 +360,11 @@ def _encoder_deployment(name: str, config: ServeConfig):
                                                      config.zeroshot.model_dump(mode="json"))
 
 
-def build_app(config: ServeConfig):
-    """The Serve application (ingress bound to one deployment per model) for ``serve.run``."""
+def build_app(config: ServeConfig, host: str | None = None):
+    """The Serve application (ingress bound to one deployment per model) for ``serve.run``. ``host``: where
+    it listens (None: not known here, as under ``serve deploy``); without tokens only loopback is served
+    (``serve.auth.settle``), else an ``AuthConfigError`` names the setting."""
+    config = with_token_entries(config, host)
     encoders = {name: _encoder_deployment(name, config) for name in config.models}
     path_models = None
     if config.allow_model_paths_from_requests:
@@ -363,10 +381,20 @@ def build_app(config: ServeConfig):
     classifier_models = None
     if config.classifiers.storage_path:
         classifier_models = classifiers.classifier_models_deployment(config)
+    spread = ({"max_replicas_per_node": config.ingress_max_replicas_per_node}
+              if config.ingress_max_replicas_per_node else {})
     ingress = Ingress.options(num_replicas=config.ingress_replicas,
                               max_ongoing_requests=config.ingress_max_ongoing_requests,
-                              ray_actor_options={"num_cpus": config.ingress_num_cpus})
+                              ray_actor_options={"num_cpus": config.ingress_num_cpus}, **spread)
     return ingress.bind(config.model_dump(mode="json"), encoders, path_models, topics, classifier_models)
+
+
+def with_token_entries(config: ServeConfig, host: str | None) -> ServeConfig:
+    """``config`` with ``auth.entries`` read from its token sources (hashes only), or none when auth is off."""
+    settings = config.auth
+    entries = [] if settings.mode == "none" else auth.load_entries(settings.tokens_env, settings.tokens_file)
+    required = auth.settle(settings.mode, entries, host)
+    return config.model_copy(update={"auth": settings.model_copy(update={"entries": entries if required else []})})
 
 
 def app_builder(args: dict[str, Any]):
@@ -384,11 +412,12 @@ def start_serve(config: ServeConfig) -> str:
     """Start Ray (or join it), Serve's HTTP proxy on config.host:port and the application; returns its URL."""
     from contrastext.runtime import init_ray
 
+    application = build_app(config, config.host)  # an unsafe auth setting is refused before Ray starts
     init_ray(config.ray)
     logging_config = LoggingConfig(enable_access_log=config.access_log)
     serve.start(proxy_location=config.proxy_location, http_options={"host": config.host, "port": config.port},
                 logging_config=logging_config)
-    serve.run(build_app(config), name=config.app_name, route_prefix=config.route_prefix,
+    serve.run(application, name=config.app_name, route_prefix=config.route_prefix,
               logging_config=logging_config)
     prefix = config.route_prefix.rstrip("/")
     return f"http://{config.host}:{config.port}{prefix}/"

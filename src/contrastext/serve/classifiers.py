@@ -24,6 +24,7 @@ from contrastext import storage
 from contrastext.serve import classifier_job
 from contrastext.serve.config import CLASSIFIER_NAME, ServedModelConfig, ZeroShotSettings
 from contrastext.serve.registry import ACTIVE_STATES, ClassifierRegistry, now
+from contrastext.serve.routing import request_id
 from contrastext.serve.schemas import CreateClassifierRequest
 from contrastext.zeroshot import LabelSet, validate_template
 
@@ -180,6 +181,7 @@ async def create_route(ingress: Any, body: CreateClassifierRequest, request: Req
     spec = await asyncio.to_thread(_checked_request, ingress, body)
     settings = ingress.config.classifiers
     active = await asyncio.to_thread(classifier_job.active)
+    owners = await asyncio.to_thread(_owners, registry, active)
     # No await from here on: the name check, the count of running trainings and the start happen as one step
     # on this replica's event loop, so two requests cannot both take the last slot or the same name.
     if registry.status(spec.name) is not None or spec.name in active:
@@ -187,9 +189,18 @@ async def create_route(ingress: Any, body: CreateClassifierRequest, request: Req
     if len(active) >= settings.max_concurrent_trainings:
         raise HTTPException(429, f"{len(active)} trainings are running (at most {settings.max_concurrent_trainings}); "
                                  f"try again later", headers={"Retry-After": str(settings.retry_after_s)})
+    who = request.state.principal
+    mine = [name for name in active if owners.get(name) == who.name]
+    limit = ingress.config.auth.max_trainings_per_token
+    if ingress.config.auth.entries and len(mine) >= limit:
+        raise HTTPException(429, f"token {who.name!r} has {len(mine)} training(s) running ({', '.join(mine)}); at "
+                                 f"most {limit} per token (auth.max_trainings_per_token)",
+                            headers={"Retry-After": str(settings.retry_after_s)})
     status = {"name": spec.name, "state": "queued", "labels": spec.labels, "base_model": spec.base_model,
-              "rounds": spec.rounds, "round": 0, "rounds_done": [], "created": now()}
+              "rounds": spec.rounds, "round": 0, "rounds_done": [], "created": now(), "owner": who.name}
     registry.write_status(spec.name, status)
+    registry.audit("create", spec.name, who.name, request_id=request_id(request), labels=spec.labels,
+                   rounds=spec.rounds)
     try:
         classifier_job.start(spec)
     except Exception as error:  # noqa: BLE001 -- recorded, then answered
@@ -197,6 +208,12 @@ async def create_route(ingress: Any, body: CreateClassifierRequest, request: Req
         raise HTTPException(503, f"the training of {spec.name!r} could not be started: {error}") from None
     out = status_out(status, request)
     return JSONResponse(status_code=202, content=out, headers={"Location": out["status_url"]})
+
+
+def _owners(registry: ClassifierRegistry, names) -> dict[str, str]:
+    """The token name that started each of the trainings ``names``."""
+    statuses = {name: registry.status(name) for name in names}
+    return {name: status.get("owner", "") for name, status in statuses.items() if status is not None}
 
 
 def age_s(status: dict[str, Any]) -> float:
@@ -250,6 +267,8 @@ async def delete_route(ingress: Any, name: str, request: Request) -> dict[str, A
         raise HTTPException(404, f"no classifier named {name!r}")
     stopped = await asyncio.to_thread(classifier_job.stop, name)
     await asyncio.to_thread(registry.delete, name)
+    await asyncio.to_thread(registry.audit, "delete", name, request.state.principal.name,
+                            request_id=request_id(request), training_stopped=stopped)
     return {"name": name, "deleted": True, "training_stopped": stopped}
 
 

@@ -157,6 +157,25 @@ class ClassifiersSettings(Settings):
         return self
 
 
+class AuthSettings(Settings):
+    """Bearer tokens (serve.auth): where their entries come from, and the per-token limits."""
+
+    mode: Literal["auto", "tokens", "none"] = Field(
+        "auto", description="auto: tokens when any are configured; with none, open on loopback only and "
+                            "refused beyond it. tokens: refuse to start without one. none: no authentication")
+    tokens_env: str | None = Field("CONTRASTEXT_API_TOKENS", description="environment variable holding token "
+                                   "entries name:scope:sha256 (a Kubernetes Secret's key)")
+    tokens_file: str | None = Field(None, description="file of token entries on the nodes (a mounted Secret)")
+    requests_per_s: float | None = Field(50.0, gt=0, description="requests per second per token on each "
+                                         "ingress replica (more answer 429 with Retry-After); None: no limit")
+    burst: int = Field(100, ge=1, description="requests a token may send at once before requests_per_s applies")
+    max_trainings_per_token: int = Field(1, ge=1, description="classifier trainings one token may have queued "
+                                         "or running (more answer 429)")
+    entries: list[tuple[str, str, str]] = Field(
+        default_factory=list, description="filled when the application is built (names, scopes and hashes, "
+                                          "never tokens): not a setting")
+
+
 class ServeConfig(Settings):
     """``contrastext serve``: Ray Serve endpoints (embed, classify, cluster, topics) and a web page."""
 
@@ -177,12 +196,15 @@ class ServeConfig(Settings):
         False, description="let a request name a model folder or spec that is not in `models` (loads it)")
     path_models_per_replica: int = Field(2, ge=1, description="request-loaded models a replica keeps (LRU)")
     ingress_replicas: int = Field(1, ge=1)
+    ingress_max_replicas_per_node: int | None = Field(
+        None, ge=1, description="1: each ingress replica on its own node, so losing a node keeps the API")
     ingress_num_cpus: float = Field(0.0, ge=0)
     ingress_max_ongoing_requests: int = Field(
         256, ge=1, description="requests one ingress replica holds at once; bounds how full batches get")
     stats_path: str | None = Field(None, description="JSON file for the request statistics printed at exit")
     access_log: bool = Field(True, description="Serve's per-request log lines (proxy and replicas); off saves "
                                                "CPU under heavy load (cluster: logging_config in serve.yaml)")
+    auth: AuthSettings = Field(default_factory=AuthSettings)
     ray: RayConfig = Field(default_factory=RayConfig)
 
     @model_validator(mode="after")

@@ -3,6 +3,7 @@
     <root>/<name>/status.json                    the training's state, rounds and times (rewritten as it runs)
     <root>/<name>/versions/<version>/model/      the model, sentence-transformers format
     <root>/<name>/versions/<version>/manifest.json   labels, aliases, template, base model, rounds, metrics, created
+    <root>/_audit/<time>-<id>.json               one per training started or classifier deleted: who, what, when
 
 A version exists once its manifest does: the model files are copied first and the manifest written last,
 so a reader never finds half a model under a manifest. Every replica and every restart of the app reads
@@ -11,6 +12,7 @@ the same files.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,7 +22,9 @@ import pyarrow.fs
 
 from contrastext import storage
 
+log = logging.getLogger(__name__)
 STATUS = "status.json"
+AUDIT = "_audit"  # not a classifier name: those start with a letter or digit
 MANIFEST = "manifest.json"
 ACTIVE_STATES = ("queued", "running")
 
@@ -54,10 +58,26 @@ class ClassifierRegistry:
     def names(self) -> list[str]:
         fs, path = storage.resolve(self.root)
         infos = fs.get_file_info(pyarrow.fs.FileSelector(path, allow_not_found=True))
-        return sorted(info.base_name for info in infos if info.type == pyarrow.fs.FileType.Directory)
+        return sorted(info.base_name for info in infos
+                      if info.type == pyarrow.fs.FileType.Directory and info.base_name != AUDIT)
 
     def delete(self, name: str) -> None:
         storage.delete(self.folder(name))
+
+    # ------------------------------------------------------------ audit
+    def audit(self, action: str, name: str, who: str, **details: Any) -> dict[str, Any]:
+        """Record ``action`` on classifier ``name`` by token ``who`` (its name, never the token): one file per
+        event (object storage has no append), and the same as a log line."""
+        event = {"time": now(), "action": action, "classifier": name, "token": who, **details}
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%f")
+        storage.write_json(storage.join(self.root, AUDIT, f"{stamp}-{uuid.uuid4().hex[:8]}.json"), event)
+        log.info("audit: %s %s by %s %s", action, name, who, details or "")
+        return event
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        """Every audit event, oldest first."""
+        paths = sorted(storage.list_files(storage.join(self.root, AUDIT), suffix=".json"))
+        return [storage.read_json(path) for path in paths]
 
     # ------------------------------------------------------------ versions
     def publish(self, name: str, model_folder: Path, manifest: dict[str, Any]) -> dict[str, Any]:
