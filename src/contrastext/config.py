@@ -30,7 +30,7 @@ def backend_field(description: str) -> Any:
     from contrastext.models.onnx_backend import default_backend
 
     return Field(default_factory=default_backend, description=description + " (default: $CONTRASTEXT_BACKEND, "
-                 "else auto: ONNX int8 on a CPU, fp32 ONNX where int8 is not used, torch bf16 on a GPU)")
+                 "else auto: ONNX int8 on a CPU where its check passed, else torch; torch bf16 on a GPU)")
 
 
 class EncoderConfig(Settings):

@@ -132,14 +132,19 @@ def test_minilm_onnx_and_int8_against_torch():
 
 
 @pytest.mark.parametrize("mask", [False, True])
-def test_phrase_spans_pool_the_onnx_sessions_token_states_as_torch(tiny_encoder_dir, mask):
+def test_phrase_spans_pool_the_onnx_sessions_token_states_as_torch(tiny_encoder_dir, mask, monkeypatch):
     from contrastext.uctopic.encoder import PhraseEncoder
 
     sentence = "The central bank in Frankfurt raised interest rates on Tuesday."
     spans = [(sentence, 4, 16), (sentence, 25, 34), (sentence, 42, 56), ("Apple sells phones.", 0, 5)]
     expected = PhraseEncoder.from_pretrained(tiny_encoder_dir).encode(spans, mask=mask)
     onnx = PhraseEncoder.from_pretrained(tiny_encoder_dir, backend="onnx")
+    calls = []
+    real = onnx_backend.OnnxSession.token_states
+    monkeypatch.setattr(onnx_backend.OnnxSession, "token_states", lambda self, f: calls.append(1) or real(self, f))
+    onnx.prepare_backend()  # the export traces the module; from here on it must not run
+    monkeypatch.setattr(onnx.encoder.transformer, "forward", None)
     got = onnx.encode(spans, mask=mask)
-    assert onnx.backend == "onnx" and got.shape == expected.shape
+    assert onnx.backend == "onnx" and got.shape == expected.shape and calls
     assert np.abs(got - expected).max() <= 1e-4
     assert not np.allclose(got[0], got[1])  # the spans pooled, not one sentence vector

@@ -198,9 +198,10 @@ def test_a_token_is_accepted_by_its_entry_alone_and_scopes_nest():
 
 
 @pytest.mark.parametrize("text, words", [
-    ("alice:train:abc", "line 1: 'alice:train:…' is not a token entry"),
+    ("alice:train:abc", "line 1: item 1 is not a token entry name:scope:sha256 (15 characters"),
     ("alice:root:" + "0" * 64, "is not a token entry"),
     ("a:read:{0},a:admin:{0}".format("0" * 64), "the token name 'a' appears twice"),
+    ("# ops\nctx_abcdefabc", "line 2: item 1 is a token, not an entry"),  # pasted in place of its entry
 ])
 def test_a_malformed_token_entry_is_an_error_naming_its_source_and_never_shows_the_secret(text, words):
     from contrastext.serve.auth import AuthConfigError, parse_entries
@@ -230,6 +231,14 @@ def test_without_tokens_only_loopback_is_served_and_auth_none_is_said_loudly(mon
     _, entry = new_token("ops", "admin")
     monkeypatch.setenv("CONTRASTEXT_API_TOKENS", entry)
     assert with_token_entries(ServeConfig(host="0.0.0.0"), "0.0.0.0").auth.entries == [tuple(entry.split(":"))]
+
+
+def test_a_model_loaded_inside_a_request_takes_torch_for_auto():
+    from contrastext.serve.config import ServedModelConfig
+
+    assert ServedModelConfig(backend="auto").on_demand("/m").backend == "torch"
+    assert ServedModelConfig(backend="onnx-int8").on_demand("/m").model_dump()["backend"] == "onnx-int8"
+    assert ServedModelConfig(backend="auto").on_demand("/m").model == "/m"
 
 
 def test_tokens_come_from_a_file_too(tmp_path, monkeypatch):

@@ -140,6 +140,17 @@ def test_each_route_answers_by_the_token_it_is_given(app, method, path, body, sc
         assert answered.status_code not in (401, 403) and answered.status_code < 500, answered.text
 
 
+def test_joining_a_running_serve_without_tokens_is_refused_whatever_the_host_setting(app, monkeypatch):
+    """A running Serve keeps its own http_options (this one's proxy could listen beyond loopback)."""
+    from contrastext.serve.app import start_serve
+    from contrastext.serve.auth import AuthConfigError
+
+    monkeypatch.delenv("CONTRASTEXT_API_TOKENS")
+    with pytest.raises(AuthConfigError, match="refusing to serve on the interfaces http_options names"):
+        start_serve(ServeConfig(host="127.0.0.1", app_name="contrastext-joined", route_prefix="/joined"))
+    assert requests.get(app + "joined/healthz", timeout=REQUEST_TIMEOUT).status_code == 404  # nothing deployed
+
+
 def test_the_page_health_check_and_openapi_document_need_no_token(app):
     for path in ("", "healthz", "openapi.json"):
         assert requests.get(app + path, timeout=REQUEST_TIMEOUT).status_code == 200
@@ -162,7 +173,7 @@ def test_per_token_request_rate_and_trainings_and_the_audit_lines(app, tiny_enco
         classifiers={"storage_path": str(registry), "max_texts": 40, "min_texts_per_label": 2,
                      "max_concurrent_trainings": 4, "retry_after_s": 7, "default_rounds": 1, "batch_size": 4,
                      "cpus_per_worker": 1, "num_cpus": 0.25},
-        auth={"requests_per_s": 0.5, "burst": 4, "max_trainings_per_token": 1})
+        auth={"requests_per_s": 0.05, "burst": 4, "max_trainings_per_token": 1})
     serve.run(build_app(config, "127.0.0.1"), name=config.app_name, route_prefix=config.route_prefix)
     url = app + "limited/"
     texts = ["the striker scored a goal", "the bank raised rates", "the match ended in a draw",
@@ -172,7 +183,7 @@ def test_per_token_request_rate_and_trainings_and_the_audit_lines(app, tiny_enco
         answers = [requests.get(url + "v1/classifiers", headers=bearer("read"), timeout=REQUEST_TIMEOUT)
                    for _ in range(5)]
         assert [a.status_code for a in answers] == [200, 200, 200, 200, 429], [a.text for a in answers]
-        assert int(answers[-1].headers["retry-after"]) >= 1 and "read-user" in answers[-1].json()["detail"]
+        assert int(answers[-1].headers["retry-after"]) >= 10 and "read-user" in answers[-1].json()["detail"]
         # trainings per token: a second one by the same token waits; another token's is started
         body = {"labels": ["Sports", "Business"], "texts": texts, "rounds": 1}
         first = requests.post(url + "v1/classifiers", json={"name": "first", **body}, headers=bearer("train"),

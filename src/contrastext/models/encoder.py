@@ -156,7 +156,8 @@ class TextEncoder(nn.Module):
             onnx.prepare()
             if onnx.used != "torch":
                 arrays = {k: v.cpu().numpy().astype(np.int64, copy=False) for k, v in features.items()}
-                return torch.from_numpy(onnx.session(torch.get_num_threads()).token_states(arrays)).float()
+                states = onnx.session(torch.get_num_threads()).token_states(arrays)
+                return torch.from_numpy(states).to(features["input_ids"].device)
         return self.transformer(**features).last_hidden_state.float()
 
     def train(self, mode: bool = True) -> "TextEncoder":

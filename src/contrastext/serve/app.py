@@ -414,6 +414,8 @@ def start_serve(config: ServeConfig) -> str:
 
     application = build_app(config, config.host)  # an unsafe auth setting is refused before Ray starts
     init_ray(config.ray)
+    if serve.status().proxies:  # Serve already runs here: its http_options, not config.host, say where it
+        application = build_app(config, None)  # listens (serve.start ignores new ones), so no loopback pass
     logging_config = LoggingConfig(enable_access_log=config.access_log)
     serve.start(proxy_location=config.proxy_location, http_options={"host": config.host, "port": config.port},
                 logging_config=logging_config)

@@ -78,11 +78,12 @@ def parse_entries(text: str, source: str) -> list[tuple[str, str, str]]:
             if not item:
                 continue
             match = _ENTRY.match(item)
-            if match is None:
-                shown = item if ":" not in item else ":".join(item.split(":")[:2]) + ":…"
-                raise AuthConfigError(f"{source}, line {number}: {shown!r} is not a token entry "
-                                      "name:scope:sha256 (make one with `contrastext token --name NAME --scope "
-                                      "read|train|admin`)")
+            if match is None:  # never shown: it may be a token pasted where its entry belongs
+                what = ("a token, not an entry: the server takes the entry line `contrastext token` prints"
+                        if item.startswith(TOKEN_PREFIX) else
+                        f"not a token entry name:scope:sha256 ({len(item)} characters; make one with "
+                        "`contrastext token --name NAME --scope read|train|admin`)")
+                raise AuthConfigError(f"{source}, line {number}: item {len(entries) + 1} is {what}")
             if match["name"] in names:
                 raise AuthConfigError(f"{source}: the token name {match['name']!r} appears twice")
             names.add(match["name"])

@@ -54,7 +54,7 @@ class ClassifierModels:
             local = str(storage.scratch_dir("contrastext-classifier-"))
             storage.copy_tree(location, local)
             self._copies[location] = local
-        return ModelRunner(location, self.template.model_copy(update={"model": local, "max_length": None}),
+        return ModelRunner(location, self.template.on_demand(local).model_copy(update={"max_length": None}),
                            self.zeroshot)
 
     async def _runner(self, location: str):
@@ -176,14 +176,22 @@ def _check_texts_uri(uri: str, prefixes: list[str]) -> None:
         raise HTTPException(422, f"texts_uri {uri} is not a file")
 
 
+_CREATING = asyncio.Lock()  # one create at a time on this replica, from the count of trainings to their start
+
+
 async def create_route(ingress: Any, body: CreateClassifierRequest, request: Request) -> JSONResponse:
     registry = registry_of(ingress)
     spec = await asyncio.to_thread(_checked_request, ingress, body)
+    async with _CREATING:
+        return await _create(ingress, registry, spec, request)
+
+
+async def _create(ingress: Any, registry: ClassifierRegistry, spec: Any, request: Request) -> JSONResponse:
     settings = ingress.config.classifiers
     active = await asyncio.to_thread(classifier_job.active)
     owners = await asyncio.to_thread(_owners, registry, active)
-    # No await from here on: the name check, the count of running trainings and the start happen as one step
-    # on this replica's event loop, so two requests cannot both take the last slot or the same name.
+    # Under _CREATING, from the count above to the start below: two requests on this replica cannot both take
+    # the last slot or the same name. Across ingress replicas two may (the limits are per replica there).
     if registry.status(spec.name) is not None or spec.name in active:
         raise HTTPException(409, f"a classifier named {spec.name!r} exists; delete it first or choose another name")
     if len(active) >= settings.max_concurrent_trainings:
@@ -199,15 +207,23 @@ async def create_route(ingress: Any, body: CreateClassifierRequest, request: Req
     status = {"name": spec.name, "state": "queued", "labels": spec.labels, "base_model": spec.base_model,
               "rounds": spec.rounds, "round": 0, "rounds_done": [], "created": now(), "owner": who.name}
     registry.write_status(spec.name, status)
-    registry.audit("create", spec.name, who.name, request_id=request_id(request), labels=spec.labels,
-                   rounds=spec.rounds)
     try:
         classifier_job.start(spec)
     except Exception as error:  # noqa: BLE001 -- recorded, then answered
         registry.update_status(spec.name, state="failed", reason=f"the training could not be started: {error}")
         raise HTTPException(503, f"the training of {spec.name!r} could not be started: {error}") from None
+    _audit(registry, "create", spec.name, who.name, request_id=request_id(request), labels=spec.labels,
+           rounds=spec.rounds)
     out = status_out(status, request)
     return JSONResponse(status_code=202, content=out, headers={"Location": out["status_url"]})
+
+
+def _audit(registry: ClassifierRegistry, *args: Any, **details: Any) -> None:
+    """The audit record of an operation that has happened: a failure to write it is logged, never answered."""
+    try:
+        registry.audit(*args, **details)
+    except Exception:  # noqa: BLE001 -- the operation is done; the log keeps what the file could not
+        log.exception("audit: could not record %s", args)
 
 
 def _owners(registry: ClassifierRegistry, names) -> dict[str, str]:
@@ -267,7 +283,7 @@ async def delete_route(ingress: Any, name: str, request: Request) -> dict[str, A
         raise HTTPException(404, f"no classifier named {name!r}")
     stopped = await asyncio.to_thread(classifier_job.stop, name)
     await asyncio.to_thread(registry.delete, name)
-    await asyncio.to_thread(registry.audit, "delete", name, request.state.principal.name,
+    await asyncio.to_thread(_audit, registry, "delete", name, request.state.principal.name,
                             request_id=request_id(request), training_stopped=stopped)
     return {"name": name, "deleted": True, "training_stopped": stopped}
 

@@ -35,6 +35,13 @@ class AutoscalingSettings(Settings):
 class ServedModelConfig(Settings):
     """One encoder the application serves under a name."""
 
+    def on_demand(self, model: str) -> "ServedModelConfig":
+        """These settings for ``model``, loaded inside a request (a trained classifier, a model path): ``auto``
+        means torch there, since an ONNX export (about 10 s for MiniLM) inside the request could outlast its
+        timeout; a backend named outright is kept."""
+        backend = "torch" if self.backend == "auto" else self.backend
+        return self.model_copy(update={"model": model, "backend": backend})
+
     model: str = Field(DEFAULT_MODEL, description="bundled:minilm, a local folder, or an HF id in the local cache")
     backend: BackendName = backend_field("what the model runs on (models.onnx_backend)")
     max_length: int | None = Field(None, gt=0, description="tokens per text; None: what the model folder says")

@@ -247,7 +247,7 @@ class PathModelDeployment:
             if runner is None:
                 from contrastext.models import ModelNotFoundError
 
-                config = self.template.model_copy(update={"model": spec})
+                config = self.template.on_demand(spec)
                 try:
                     runner = await asyncio.to_thread(ModelRunner, spec, config, self.zeroshot)
                 except ModelNotFoundError:
