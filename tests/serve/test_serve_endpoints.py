@@ -79,7 +79,7 @@ def test_health_and_models(app, local, tiny_encoder_dir):
     assert by_name["broken"]["max_length"] == 512
     assert by_name["tiny"]["backend"] == "torch" and by_name["tiny_onnx"]["backend"] == "onnx"
     assert models["topics"] == {"name": "uctopic", "model": str(tiny_encoder_dir), "max_length": 512,
-                                "device": "cpu", "k_range": [2, 4]}
+                                "device": "cpu", "backend": "torch", "k_range": [2, 4]}
 
 
 def test_page_and_openapi(app):
