@@ -102,6 +102,32 @@ def _answered(route: str, body: dict) -> bool:
     return len(body["embeddings"]) == 1 and len(body["embeddings"][0]) == body["dimension"]
 
 
+def alternate(targets: dict[str, tuple[str, str, dict]], args: argparse.Namespace,
+              texts: list[str]) -> dict[str, list[dict]]:
+    """/v1/embed phases of each target (url, model, headers): a warm-up each, then ``--rounds`` rounds in which
+    the targets take turns, so machine noise hits all alike."""
+    for url, model, headers in targets.values():  # warm-up: exports (cached), model threads, connections
+        load(url, model, texts, 4 * args.clients, args.clients, route="embed", headers=headers)
+    phases: dict[str, list[dict]] = {name: [] for name in targets}
+    for _ in range(args.rounds):
+        for name, (url, model, headers) in targets.items():
+            phases[name].append(load(url, model, texts, args.requests, args.clients, route="embed", headers=headers))
+            print(f"{name}: {phases[name][-1]['requests_per_s']:.1f} requests/s", flush=True)
+    return phases
+
+
+def rate_table(phases: dict[str, list[dict]], labels: dict[str, str], args: argparse.Namespace) -> dict[str, float]:
+    """Prints each target's median requests/s against the first target's; returns the medians."""
+    rate = {name: float(statistics.median(p["requests_per_s"] for p in runs)) for name, runs in phases.items()}
+    base = next(iter(phases))
+    rows = [[labels[name], f"{rate[name]:.1f}", f"{rate[name] / rate[base]:.3f}×",
+             f"{statistics.median(p['p50_ms'] for p in runs):.1f} / {statistics.median(p['p99_ms'] for p in runs):.1f}"]
+            for name, runs in phases.items()]
+    print(format_table(rows, headers=[f"/v1/embed, {args.clients} clients, {args.requests} requests/phase, "
+                                      f"{args.rounds} rounds", "requests/s", f"vs {base}", "p50 / p99 ms"]))
+    return rate
+
+
 def compare_backends(args: argparse.Namespace, texts: list[str]) -> None:
     """/v1/embed requests/s of one replica per backend (both batched alike), phases alternating."""
     from ray import serve
@@ -118,24 +144,13 @@ def compare_backends(args: argparse.Namespace, texts: list[str]) -> None:
                          models={names[b]: {**common, "backend": b} for b in backends}, topics={"enabled": False},
                          access_log=args.access_log)
     url = start_serve(config)
-    phases: dict[str, list[dict]] = {b: [] for b in backends}
     try:
-        for backend in backends:  # warm-up: the export (cached), model threads, connections
-            load(url, names[backend], texts, 4 * args.clients, args.clients, route="embed")
-        for _ in range(args.rounds):
-            for backend in backends:
-                phases[backend].append(load(url, names[backend], texts, args.requests, args.clients, route="embed"))
-                print(f"{backend}: {phases[backend][-1]['requests_per_s']:.1f} requests/s", flush=True)
+        phases = alternate({b: (url, names[b], {}) for b in backends}, args, texts)
         used = {b: replica_info(config.app_name, names[b]).get("backend", b) for b in backends}
     finally:
         serve.shutdown()
-    rate = {b: float(statistics.median(p["requests_per_s"] for p in phases[b])) for b in backends}
+    rate = rate_table(phases, {b: f"{b} (runs on {used[b]})" for b in backends}, args)
     base = rate[backends[0]]
-    rows = [[f"{b} (runs on {used[b]})", f"{rate[b]:.1f}", f"{rate[b] / base:.2f}×",
-             f"{statistics.median(p['p50_ms'] for p in phases[b]):.1f} / "
-             f"{statistics.median(p['p99_ms'] for p in phases[b]):.1f}"] for b in backends]
-    print(format_table(rows, headers=[f"/v1/embed, {args.clients} clients, {args.requests} requests/phase, "
-                                      f"{args.rounds} rounds", "requests/s", f"vs {backends[0]}", "p50 / p99 ms"]))
     result = {"route": "embed", "requests_per_phase": args.requests, "clients": args.clients, "rounds": args.rounds,
               "torch_threads": args.threads, "backends": backends, "used": used, "requests_per_s": rate,
               "ratios": {b: rate[b] / base for b in backends}, "phases": phases}
@@ -238,24 +253,13 @@ def compare_auth(args: argparse.Namespace, texts: list[str]) -> None:
     urls = {name: f"http://127.0.0.1:{port}/{name}/" for name in variants}
     refused = requests.post(urls["token"] + "v1/embed", json={"texts": ["x"]}, timeout=60).status_code
     assert refused == 401, f"the token application answered {refused} without a token"
-    phases: dict[str, list[dict]] = {name: [] for name in variants}
     try:
-        for name, headers in variants.items():  # warm-up: model threads, connections
-            load(urls[name], "minilm", texts, 4 * args.clients, args.clients, route="embed", headers=headers)
-        for _ in range(args.rounds):
-            for name, headers in variants.items():
-                phases[name].append(load(urls[name], "minilm", texts, args.requests, args.clients, route="embed",
-                                         headers=headers))
-                print(f"{name}: {phases[name][-1]['requests_per_s']:.1f} requests/s", flush=True)
+        phases = alternate({name: (urls[name], "minilm", headers) for name, headers in variants.items()}, args,
+                           texts)
     finally:
         serve.shutdown()
-    rate = {name: float(statistics.median(p["requests_per_s"] for p in phases[name])) for name in variants}
+    rate = rate_table(phases, {name: name for name in variants}, args)
     cost = 1 - rate["token"] / rate["open"]
-    rows = [[name, f"{rate[name]:.1f}", f"{rate[name] / rate['open']:.3f}×",
-             f"{statistics.median(p['p50_ms'] for p in phases[name]):.1f} / "
-             f"{statistics.median(p['p99_ms'] for p in phases[name]):.1f}"] for name in variants]
-    print(format_table(rows, headers=[f"/v1/embed, {args.clients} clients, {args.requests} requests/phase, "
-                                      f"{args.rounds} rounds", "requests/s", "vs open", "p50 / p99 ms"]))
     print(f"authentication costs {100 * cost:.1f}% of the open application's requests/s (target ≤ 2%)")
     result = {"route": "embed", "requests_per_phase": args.requests, "clients": args.clients, "rounds": args.rounds,
               "torch_threads": args.threads, "backend": args.backend, "requests_per_s": rate, "cost": cost,

@@ -194,9 +194,8 @@ def _route_raylet_warnings() -> None:
     """The raylet's warnings (e.g. "N PYTHON worker processes have been started") go to the driver's log
     file; its errors (a worker died, out of memory) still print. Ray prints them from a thread of its own
     through ``print_to_stdstream``, not through the dispatcher, so that function is wrapped."""
-    # private: Ray 2.60 has no public hook for the raylet's own lines (log_to_driver is all or nothing);
     # tests/test_console.py fails if this stops working on an upgrade
-    import ray._private.worker as ray_worker
+    import ray._private.worker as ray_worker  # private: no public hook for the raylet's own lines
 
     printer = ray_worker.print_to_stdstream
     if getattr(printer, _TAG, False):
@@ -225,8 +224,8 @@ def _restore_raylet_printing() -> None:
 
 def ray_logs_dir() -> str | None:
     """``<session>/logs`` of the Ray this process is connected to (on the head node when joined)."""
-    try:  # private: no public API names the session's logs folder; None if Ray moves it
-        import ray._private.worker as ray_worker
+    try:  # None if Ray moves it
+        import ray._private.worker as ray_worker  # private: no public API names the session's logs folder
 
         node = ray_worker._global_node
         return node.get_logs_dir_path() if node is not None else None
@@ -236,8 +235,8 @@ def ray_logs_dir() -> str | None:
 
 def _dispatcher() -> Any:
     """Ray's dispatcher of the workers' output on the driver (a private part of Ray 2.x), or None."""
-    try:  # private: the public log_to_driver cannot keep the job's own worker lines while dropping Ray's
-        from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
+    try:  # private, because the public log_to_driver keeps or drops every worker line, the job's and Ray's
+        from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher  # private: as above
     except ImportError:
         return None
     if not (hasattr(dispatcher, "add_handler") and hasattr(dispatcher, "remove_handler")):

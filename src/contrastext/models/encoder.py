@@ -132,8 +132,7 @@ class TextEncoder(nn.Module):
         onnx_backend.check_backend(backend)
         self.backend_requested = backend
         used = onnx_backend.resolve(backend, self.device.type) if backend != "torch" else "torch"
-        self._onnx = None if used == "torch" else onnx_backend.OnnxRunner(
-            self, used, self._source_dir, fallback="torch" if backend == "auto" else "onnx")
+        self._onnx = None if used == "torch" else onnx_backend.OnnxRunner(self, used, self._source_dir, backend)
         return self
 
     @property
@@ -151,13 +150,10 @@ class TextEncoder(nn.Module):
     def inference_token_states(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
         """The last layer's token states [B, T, H] (float32) of padded ``features`` on the inference backend:
         the ONNX session when one is used, else the module (the caller sets autocast). Span pooling reads them."""
-        onnx = self._onnx
-        if onnx is not None:
-            onnx.prepare()
-            if onnx.used != "torch":
-                arrays = {k: v.cpu().numpy().astype(np.int64, copy=False) for k, v in features.items()}
-                states = onnx.session(torch.get_num_threads()).token_states(arrays)
-                return torch.from_numpy(states).to(features["input_ids"].device)
+        if self._onnx is not None and self._onnx.runs():
+            arrays = {k: v.cpu().numpy().astype(np.int64, copy=False) for k, v in features.items()}
+            states = self._onnx.session(torch.get_num_threads()).token_states(arrays)
+            return torch.from_numpy(states).to(features["input_ids"].device)
         return self.transformer(**features).last_hidden_state.float()
 
     def train(self, mode: bool = True) -> "TextEncoder":
@@ -225,11 +221,7 @@ class TextEncoder(nn.Module):
                show_progress: bool = False, num_threads: int | None = None) -> np.ndarray:
         """Embed ``texts`` to a float32 array [N, D] in input order."""
         texts = list(texts)
-        onnx = self._onnx
-        if onnx is not None:
-            onnx.prepare()  # export (cached) and settle int8 before the first batch
-            if onnx.used == "torch":  # auto, where int8 is not used
-                onnx = None
+        onnx = self._onnx if self._onnx is not None and self._onnx.runs() else None  # settled before a batch
         if num_threads is not None and onnx is None:
             torch.set_num_threads(num_threads)
         if not texts:

@@ -144,12 +144,13 @@ class OnnxRunner:
     """The ONNX side of a ``TextEncoder``: export on first use (cached), the int8 decision, sessions per
     thread count. ``stale()`` drops it all, so weights changed by training are exported again."""
 
-    def __init__(self, encoder, backend: str, source_dir: Path | None, fallback: str = "onnx"):
+    def __init__(self, encoder, backend: str, source_dir: Path | None, asked: str | None = None):
         self.encoder = encoder
         self.requested = backend  # onnx or onnx-int8 (after ``resolve``)
+        self.asked = asked or backend  # what the user named: onnx, onnx-int8 or auto
         # where int8 is not used: fp32 ONNX when int8 was asked for by name; torch for auto, because fp32
         # ONNX measured slower than torch on CPU (README, "Inference backend")
-        self.fallback = fallback
+        self.fallback = "torch" if self.asked == "auto" else "onnx"
         self.source_dir = source_dir  # the folder the weights were loaded from, while they are unchanged
         self.used: str | None = None  # onnx or onnx-int8 once prepared
         self.folder: Path | None = None
@@ -181,7 +182,6 @@ class OnnxRunner:
         started = time.perf_counter()
         cpu_reason = int8_cpu_reason() if self.requested == "onnx-int8" else None
         int8 = self.requested == "onnx-int8" and cpu_reason is None
-        asked = "onnx-int8" if self.fallback == "onnx" else "auto"
         if cpu_reason is not None and self.fallback == "torch":  # nothing to export
             self.used = "torch"
             say(f"backend auto: torch is used, {cpu_reason}")
@@ -204,10 +204,15 @@ class OnnxRunner:
             else:
                 self.used = self.fallback
                 said = "fp32 ONNX" if self.fallback == "onnx" else "torch"
-                say(f"backend {asked}: {said} is used, the int8 export's mean cosine with fp32 is "
+                say(f"backend {self.asked}: {said} is used, the int8 export's mean cosine with fp32 is "
                     f"{quality.get('mean_cosine', float('nan')):.4f} < {threshold} on {quality.get('texts')} texts")
         self.export_seconds = time.perf_counter() - started
         return self.export_seconds
+
+    def runs(self) -> bool:
+        """Whether ``encode`` runs on the ONNX session (settled first): False where ``auto`` fell back to torch."""
+        self.prepare()
+        return self.used != "torch"
 
     def session(self, num_threads: int | None) -> OnnxSession:
         from contrastext.models.onnx_export import FP32_FILE, INT8_FILE

@@ -790,8 +790,8 @@ def summary_table(summary: dict[str, Any]) -> str:
         if summary["final"].get("label_mapping_accuracy") is not None:
             rows.append(["final, label mapping via categories", f"{summary['final']['label_mapping_accuracy']:.4f}"])
     rows.append(["stopped", summary["stop_reason"]])
-    used = (summary["final"] or {}).get("backend")
-    rows.append(["backend", summary.get("backend", "torch") + (f" ({used})" if used and used != summary.get("backend") else "")])
+    asked, used = summary.get("backend", "torch"), (summary["final"] or {}).get("backend")
+    rows.append(["backend", asked if used in (None, asked) else f"{asked} ({used})"])
     rows.append(["evaluation", summary["evaluation_set"] or summary["evaluation_skipped"]])
     rows.append(["time s: " + ", ".join(summary["timings_s"]), ", ".join(f"{v:.0f}" for v in summary["timings_s"].values())])
     return format_table(rows, headers=["wcsbert", "accuracy"])

@@ -412,10 +412,15 @@ def start_serve(config: ServeConfig) -> str:
     """Start Ray (or join it), Serve's HTTP proxy on config.host:port and the application; returns its URL."""
     from contrastext.runtime import init_ray
 
-    application = build_app(config, config.host)  # an unsafe auth setting is refused before Ray starts
+    # Beyond loopback, an unsafe auth setting is refused before Ray starts. On loopback it is settled once Ray
+    # runs: a Serve already running keeps its own http_options (serve.start ignores new ones), so the host
+    # the application will listen on is not known, and is taken as reachable.
+    beyond_loopback = not auth.is_loopback(config.host)
+    if beyond_loopback:
+        application = build_app(config, config.host)
     init_ray(config.ray)
-    if serve.status().proxies:  # Serve already runs here: its http_options, not config.host, say where it
-        application = build_app(config, None)  # listens (serve.start ignores new ones), so no loopback pass
+    if not beyond_loopback:
+        application = build_app(config, None if serve.status().proxies else config.host)
     logging_config = LoggingConfig(enable_access_log=config.access_log)
     serve.start(proxy_location=config.proxy_location, http_options={"host": config.host, "port": config.port},
                 logging_config=logging_config)

@@ -118,24 +118,24 @@ def is_loopback(host: str | None) -> bool:
         return False
 
 
-def settle(mode: str, entries: list, host: str | None, setting: str = "auth") -> bool:
+def settle(mode: str, entries: list, host: str | None) -> bool:
     """Whether requests need a token. ``host`` None: not known here (``serve deploy`` takes it from
     http_options), so taken as reachable from other machines. Raises where starting would be unsafe."""
     if mode == "none":
-        log.warning("AUTH IS OFF (%s.mode: none): anyone who reaches %s can embed, train and delete "
-                    "classifiers", setting, host or "the server")
+        log.warning("AUTH IS OFF (auth.mode: none): anyone who reaches %s can embed, train and delete "
+                    "classifiers", host or "the server")
         return False
     if entries:
         return True
     if mode == "tokens":
-        raise AuthConfigError(f"{setting}.mode is tokens but no token is configured: set ${setting}.tokens_env "
-                              f"or {setting}.tokens_file (entries from `contrastext token`)")
+        raise AuthConfigError("auth.mode is tokens but no token is configured: set auth.tokens_env "
+                              "or auth.tokens_file (entries from `contrastext token`)")
     if is_loopback(host):
         log.warning("auth: no token configured, so requests need none; this server listens on %s only", host)
         return False
     where = f"on {host}" if host else "on the interfaces http_options names"
-    raise AuthConfigError(f"refusing to serve {where} without tokens: set {setting}.tokens_env or "
-                          f"{setting}.tokens_file (entries from `contrastext token`), or {setting}.mode: none to "
+    raise AuthConfigError(f"refusing to serve {where} without tokens: set auth.tokens_env or "
+                          "auth.tokens_file (entries from `contrastext token`), or auth.mode: none to "
                           "serve without authentication")
 
 

@@ -97,7 +97,7 @@ class TopicsDeployment:
     def info(self) -> dict[str, Any]:
         return {"name": self.settings.name, "model": self.settings.model,
                 "max_length": int(self.model.encoder.max_length), "device": self.device,
-                "backend": getattr(self.model.encoder, "backend", "torch"),
+                "backend": self.model.encoder.backend,
                 "k_range": [self.settings.k_min, self.settings.k_max], "requests": self.requests}
 
 
