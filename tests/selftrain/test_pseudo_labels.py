@@ -33,9 +33,28 @@ def test_label_ratio_balances_a_dominant_label():
     scores = np.zeros((100, 2), dtype=np.float32)
     scores[:90, 0] = 1.0  # 90 rows of label 0
     scores[90:, 1] = 1.0  # 10 rows of label 1
-    out = select(scores, SelectionConfig(top_fraction=None, max_label_ratio=2.0))
+    out = select(scores, SelectionConfig(top_fraction=None, max_label_ratio=2.0, balance_to="smallest"))
     assert out.kept_per_label(2).tolist() == [20, 10]
     assert out.kept.tolist() == sorted(out.kept.tolist())
+
+
+def skewed_scores(sizes: list[int]) -> np.ndarray:
+    """One row per item, its label's column 1 and the others 0: ``sizes[i]`` rows of label i."""
+    labels = np.repeat(np.arange(len(sizes)), sizes)
+    scores = np.zeros((len(labels), len(sizes)), dtype=np.float32)
+    scores[np.arange(len(labels)), labels] = 1.0
+    return scores
+
+
+def test_a_skewed_pool_keeps_its_frequent_labels_and_every_rare_item():
+    sizes = [980, 400, 250, 150, 100, 60, 50, 10]  # the largest label 49% of the pool, the smallest 0.5%
+    scores = skewed_scores(sizes)
+    by_median = select(scores, SelectionConfig(top_fraction=None, max_label_ratio=2.0)).kept_per_label(8)
+    by_smallest = select(scores, SelectionConfig(top_fraction=None, max_label_ratio=2.0,
+                                                 balance_to="smallest")).kept_per_label(8)
+    assert by_smallest.tolist() == [20, 20, 20, 20, 20, 20, 20, 10]  # every label as thin as the rarest
+    assert by_median.tolist() == [250, 250, 250, 150, 100, 60, 50, 10]  # 2 × the median label (125)
+    assert by_median.sum() > 6 * by_smallest.sum()
 
 
 @pytest.mark.parametrize("bad", [{"top_fraction": 0}, {"threshold": 2}, {"max_label_ratio": 0.5}])

@@ -4,6 +4,11 @@ Scores come from the zero-shot label scores (cosine to each label's best prompt)
 passes the similarity threshold (the paper's rule: 0.8 for AG News with all-mpnet-base-v2) and, per label,
 ranks within ``top_fraction`` by confidence; ``max_per_label`` and ``max_label_ratio`` then keep a label
 that many items match from drowning the others (pseudo-pairs explode and accuracy falls otherwise).
+
+The balance cap is a multiple of the *median* label's kept count by default, not of the rarest's: on a skewed
+pool (the largest label half the texts, the smallest 0.5%) a cap at twice the rarest label kept 150 of 2,000
+texts and left every label as thin as the rarest; against the median, a rare label keeps all it has and a
+frequent one is still held to a small multiple of a typical label.
 """
 
 from __future__ import annotations
@@ -26,7 +31,10 @@ class SelectionConfig(Settings):
         "margin", description="margin: best minus second-best label score; similarity: the best score")
     max_per_label: int | None = Field(None, ge=1, description="at most this many items per label")
     max_label_ratio: float | None = Field(2.0, ge=1, description="no label keeps more than this times the "
-                                                                 "smallest non-empty label (None: no balance)")
+                                                                 "balance_to label's count (None: no balance)")
+    balance_to: Literal["median", "smallest"] = Field(
+        "median", description="the kept count max_label_ratio multiplies: the median non-empty label's (rare "
+                              "labels keep what they have) or the smallest's (every label as thin as the rarest)")
     min_per_label: int = Field(1, ge=0, description="a label keeping fewer items is reported as starved")
 
 
@@ -92,7 +100,8 @@ def select(scores: np.ndarray, config: SelectionConfig, alias: np.ndarray | None
     if config.max_label_ratio is not None:
         sizes = [len(rows) for rows in per_label if len(rows)]
         if sizes:
-            cap = int(np.floor(min(sizes) * config.max_label_ratio))
+            reference = min(sizes) if config.balance_to == "smallest" else float(np.median(sizes))
+            cap = max(1, int(np.floor(reference * config.max_label_ratio)))
             per_label = [rows[:cap] for rows in per_label]
     kept = np.sort(np.concatenate(per_label)) if per_label else np.zeros(0, dtype=np.int64)
     if alias is None:

@@ -1,0 +1,377 @@
+"""The guard's record: over many label sets, every round and head a self-training run could deliver, its
+accuracy, and each label-free signal a rule could choose by; then each rule's loss against the oracle.
+
+    python benchmarks/guard_record.py [--sets agnews 20ng ...] [--pool-rows 2000] [--eval-rows 1000]
+                                      [--rounds 2] [--out runs/guard_record] [--rules-only] [--verbose]
+
+A set's run is the job's ``WCSBert`` (``method_of``: prototype teacher, same-label text pairs, the shipped
+selection) on texts in memory, with every round run (no early stop), from the bundled MiniLM. The pool is a
+seeded sample of one half of the texts (labels never read); ``--holdout`` of it is never trained on, for
+rules that score a model on texts it did not learn from; the gold labels of the other half score every
+candidate. A candidate is a (round, head): round 0 is the untrained model; the heads are ``prompts`` (each
+label's prompt vectors) and ``prototypes`` (the mean of each label's most confident pool items under that
+model). The signals, per candidate, on the trained pool and on the held-out part:
+
+- ``guard``: the shipped guard (``selftrain.guard``): kappa of the labels over round-0 neighbourhoods ×
+  the share of labels still nearest their own name; ``kappa0`` and ``anchored`` are its parts;
+- ``kappa_own``: kappa of the labels over the candidate model's own neighbourhoods;
+- ``agreement``: Cohen's kappa between the two heads' labels under the same model.
+
+A set whose folder under ``--out`` holds ``record.json`` is read back, not run again, so the rules can be
+compared (``--rules-only``) without training. The sets are built here from the data in ``../shared/data``:
+resamplings, subsets, skewed shares and other label names of AG News, 20 Newsgroups, the Vital articles and
+BBCSport; none of them is a set the guard was designed on beyond AG News, 20NG readable and Vital.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from _common import DATA_DIR, REPO_ROOT, write_result  # noqa: E402
+
+from contrastext.data.sources import LabelledTexts, TextSource, ag_news_test, load_texts, vital_articles  # noqa: E402
+from contrastext.data.vital import TOPIC_ALIASES, TOPICS  # noqa: E402
+from contrastext.report import format_table  # noqa: E402
+
+NG_READABLE = {
+    "alt.atheism": "Atheism", "comp.graphics": "Computer graphics", "comp.os.ms-windows.misc": "Microsoft Windows",
+    "comp.sys.ibm.pc.hardware": "PC hardware", "comp.sys.mac.hardware": "Mac hardware",
+    "comp.windows.x": "X Window System", "misc.forsale": "Items for sale", "rec.autos": "Cars",
+    "rec.motorcycles": "Motorcycles", "rec.sport.baseball": "Baseball", "rec.sport.hockey": "Hockey",
+    "sci.crypt": "Cryptography", "sci.electronics": "Electronics", "sci.med": "Medicine", "sci.space": "Space",
+    "soc.religion.christian": "Christianity", "talk.politics.guns": "Guns",
+    "talk.politics.mideast": "Middle East politics", "talk.politics.misc": "Politics",
+    "talk.religion.misc": "Religion"}
+NG_COARSE = {"comp": "Computers", "rec": "Sports and hobbies", "sci": "Science", "talk": "Politics",
+             "misc": "Things for sale", "alt": "Religion", "soc": "Religion"}
+NG_SOURCE = TextSource(path="20newsgroups/20ng_bydate_test.jsonl.gz", text_columns=["text"], label_column="label")
+AG_NAMES = {"World": "Politics and world affairs", "Sports": "Sport", "Business": "Economy and markets",
+            "Sci/Tech": "Science and technology"}
+
+
+@dataclass
+class LabelSetSpec:
+    """A label set built from a dataset: which rows, under which label names, with which prompts."""
+
+    source: TextSource
+    template: str = "{label}"
+    rename: dict[str, str] | None = None  # dataset label → the label name the model is given
+    aliases: dict[str, list[str]] = field(default_factory=dict)
+    keep: list[str] | None = None  # dataset labels kept (None: all)
+    shares: dict[str, float] | None = None  # a skewed resampling: each label's share of pool and evaluation
+    selection: dict | None = None  # SelectionConfig fields that differ from the shipped ones
+    pool_rows: int | None = None  # fewer than --pool-rows (and as many evaluation texts), where a label is short
+
+
+def _ng_subset(n: int, seed: int) -> list[str]:
+    return sorted(np.random.default_rng(seed).choice(sorted(NG_READABLE), n, replace=False).tolist())
+
+
+def _geometric(labels: list[str], largest: float, smallest: float) -> dict[str, float]:
+    """Shares falling geometrically from ``largest`` to about ``smallest``, renormalised."""
+    raw = np.geomspace(largest, smallest, len(labels))
+    return dict(zip(labels, (raw / raw.sum()).tolist()))
+
+
+_NG10 = _ng_subset(10, 1)
+SETS: dict[str, LabelSetSpec] = {
+    "agnews": LabelSetSpec(ag_news_test(), "This topic is talk about {label}",
+                           aliases={"Sci/Tech": ["Science", "Technology"]}),
+    "agnews_names": LabelSetSpec(ag_news_test(), rename=AG_NAMES),
+    "agnews_skewed": LabelSetSpec(ag_news_test(), "This topic is talk about {label}",
+                                  aliases={"Sci/Tech": ["Science", "Technology"]},
+                                  shares={"World": 0.45, "Business": 0.33, "Sports": 0.205, "Sci/Tech": 0.015}),
+    "agnews_skewed_smallest": LabelSetSpec(ag_news_test(), "This topic is talk about {label}",
+                                           aliases={"Sci/Tech": ["Science", "Technology"]},
+                                           shares={"World": 0.45, "Business": 0.33, "Sports": 0.205,
+                                                   "Sci/Tech": 0.015},
+                                           selection={"balance_to": "smallest"}),
+    "20ng": LabelSetSpec(NG_SOURCE, aliases={name: [alias] for name, alias in NG_READABLE.items()}),
+    "20ng_names": LabelSetSpec(NG_SOURCE, rename=NG_READABLE),
+    "20ng_10": LabelSetSpec(NG_SOURCE, rename=NG_READABLE, keep=_NG10),
+    "20ng_coarse": LabelSetSpec(NG_SOURCE, rename={name: NG_COARSE[name.split(".")[0]] for name in NG_READABLE}),
+    "20ng_skewed": LabelSetSpec(NG_SOURCE, rename=NG_READABLE, keep=_NG10,
+                                shares=_geometric(_NG10, 0.40, 0.015), pool_rows=440),
+    "vital": LabelSetSpec(vital_articles(), aliases=TOPIC_ALIASES),
+    "vital_names": LabelSetSpec(vital_articles()),
+    "vital_6": LabelSetSpec(vital_articles(), aliases=TOPIC_ALIASES, keep=TOPICS[:6]),
+    "bbcsport": LabelSetSpec(TextSource(path="bbcsport/bbcsport.jsonl", text_columns=["text"], title_column="title",
+                                        label_column="label"),
+                             rename={"athletics": "Athletics", "cricket": "Cricket", "football": "Football",
+                                     "rugby": "Rugby", "tennis": "Tennis"}),
+}
+
+
+# ------------------------------------------------------------------------------------------- the texts
+def _relabelled(data: LabelledTexts, spec: LabelSetSpec) -> LabelledTexts:
+    rows = [i for i, label in enumerate(data.labels) if spec.keep is None or label in spec.keep]
+    data = data.subset(rows)
+    rename = spec.rename or {}
+    labels = [rename.get(label, label) for label in data.labels]
+    names = list(dict.fromkeys(rename.get(name, name) for name in data.label_names
+                               if spec.keep is None or name in spec.keep))
+    return LabelledTexts(data.texts, labels, names)
+
+
+def _sample(data: LabelledTexts, rows: int, shares: dict[str, float] | None, rename: dict[str, str],
+            rng: np.random.Generator) -> LabelledTexts:
+    """A seeded sample of ``rows`` texts, each label taking its share when ``shares`` are given."""
+    if shares is None:
+        chosen = rng.choice(len(data), min(rows, len(data)), replace=False)
+        return data.subset(sorted(chosen.tolist()))
+    labels = np.array(data.labels)
+    chosen = []
+    for label, share in shares.items():
+        members = np.flatnonzero(labels == rename.get(label, label))
+        want = max(1, int(round(rows * share)))
+        if want > len(members):
+            raise ValueError(f"{label}: {want} texts wanted, {len(members)} in the half")
+        chosen.extend(rng.choice(members, want, replace=False).tolist())
+    return data.subset(sorted(chosen))
+
+
+def pool_and_eval(spec: LabelSetSpec, pool_rows: int, eval_rows: int) -> tuple[LabelledTexts, LabelledTexts]:
+    """The pool (first half) and the evaluation texts (second half) of a set, labels renamed."""
+    data = _relabelled(load_texts(spec.source, DATA_DIR), spec)
+    first, second = data.split_halves(0)
+    return (_sample(first, pool_rows, spec.shares, spec.rename or {}, np.random.default_rng(2)),
+            _sample(second, eval_rows, spec.shares, spec.rename or {}, np.random.default_rng(1)))
+
+
+# ------------------------------------------------------------------------------------------- signals
+def cohen_kappa(a: np.ndarray, b: np.ndarray) -> float:
+    from sklearn.metrics import cohen_kappa_score
+
+    return float(cohen_kappa_score(a, b)) if len(np.unique(np.concatenate([a, b]))) > 1 else 0.0
+
+
+def macro_f1(gold: np.ndarray, predicted: np.ndarray, n_labels: int) -> float:
+    from sklearn.metrics import f1_score
+
+    return float(f1_score(gold, predicted, labels=list(range(n_labels)), average="macro", zero_division=0))
+
+
+@dataclass
+class Views:
+    """The texts a candidate is scored on: trained pool, never-trained pool part, evaluation."""
+
+    trained: list[str]
+    held_out: list[str]
+    eval_texts: list[str]
+    eval_gold: np.ndarray
+
+
+class Recorder:
+    """Scores each candidate model: its heads' accuracy on the evaluation texts and the label-free signals."""
+
+    def __init__(self, method, views: Views, encoder_0):
+        from contrastext.selftrain.guard import guard_reference
+        from contrastext.selftrain.scoring import embed_label_strings
+
+        self.method, self.views = method, views
+        self.label_set = method.label_set_
+        self.n = len(self.label_set.labels)
+        _, owner = self.label_set.flat()
+        self.owner = owner
+        self.references = {}
+        for part in ("trained", "held_out"):
+            texts = getattr(views, part)
+            embeddings = encoder_0.encode(texts, batch_size=64)
+            self.references[part] = guard_reference(np.arange(len(texts)), embeddings,
+                                                    embed_label_strings(encoder_0, self.label_set, method.prompts),
+                                                    owner, self.n, method.guard_neighbours)
+
+    def candidate(self, encoder) -> dict:
+        from contrastext.clustering import nearest_neighbours
+        from contrastext.selftrain.guard import neighbour_kappa
+        from contrastext.selftrain.heads import LabelHead
+        from contrastext.selftrain.prototypes import label_prototypes, prototype_scores
+        from contrastext.selftrain.scoring import label_prompt_vectors
+
+        prompt_head = LabelHead.from_prompts(encoder, self.label_set, self.method.prompts)
+        embedded = {part: encoder.encode(getattr(self.views, part), batch_size=64)
+                    for part in ("trained", "held_out", "eval_texts")}
+        prototypes = label_prototypes(embedded["trained"], prompt_head.scores(embedded["trained"]), 0.5,
+                                      fallback=label_prompt_vectors(encoder, self.label_set, self.method.prompts))
+        heads: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+            "prompts": lambda e: prompt_head.scores(e).argmax(1),
+            "prototypes": lambda e: prototype_scores(e, prototypes).argmax(1)}
+        record = {}
+        for head, labels_of in heads.items():
+            predicted = labels_of(embedded["eval_texts"])
+            entry = {"accuracy": float((predicted == self.views.eval_gold).mean()),
+                     "macro_f1": macro_f1(self.views.eval_gold, predicted, self.n)}
+            for part in ("trained", "held_out"):
+                labels = labels_of(embedded[part])
+                other = heads["prototypes" if head == "prompts" else "prompts"](embedded[part])
+                score = self.references[part].score(labels)
+                own = nearest_neighbours(embedded[part], min(self.method.guard_neighbours, len(labels) - 1))
+                entry[part] = {"guard": score.value, "kappa0": score.kappa, "anchored": score.anchored,
+                               "kappa_own": neighbour_kappa(labels, own), "agreement": cohen_kappa(labels, other),
+                               "label_shares": (np.bincount(labels, minlength=self.n) / len(labels)).round(4).tolist()}
+            record[head] = entry
+        return record
+
+
+# ------------------------------------------------------------------------------------------- one set
+def run_set(name: str, spec: LabelSetSpec, args: argparse.Namespace) -> dict:
+    from contrastext.config import load_config
+    from contrastext.methods.training import load_text_encoder
+    from contrastext.pipelines.wcsbert import method_of
+    from contrastext.selftrain.config import WCSBertConfig
+    from contrastext.zeroshot import LabelSet
+
+    pool, evaluation = pool_and_eval(spec, spec.pool_rows or args.pool_rows, spec.pool_rows or args.eval_rows)
+    names = evaluation.label_names
+    overrides = [f"rounds.rounds={args.rounds}", f"rounds.patience={args.rounds}", "rounds.min_change=0",
+                 f"labels.template={spec.template!r}"]
+    overrides += [f"rounds.selection.{key}={value}" for key, value in (spec.selection or {}).items()]
+    config = load_config(WCSBertConfig, None, overrides)
+    config = config.model_copy(update={"labels": config.labels.model_copy(
+        update={"names": names, "aliases": {k: v for k, v in spec.aliases.items() if k in names}})})
+    method = method_of(config)
+    method.work_dir = None
+    held = int(round(len(pool) * args.holdout))
+    order = np.random.default_rng(3).permutation(len(pool))
+    trained = [pool.texts[i] for i in sorted(order[held:])]
+    held_out = [pool.texts[i] for i in sorted(order[:held])]
+    index = {label: i for i, label in enumerate(names)}
+    views = Views(trained, held_out, evaluation.texts, np.array([index[label] for label in evaluation.labels]))
+    method.label_set_ = LabelSet.build(names, config.labels.aliases)
+    started = time.perf_counter()
+    encoder_0 = load_text_encoder(method.encoder, method.max_length)
+    recorder = Recorder(method, views, encoder_0)
+    candidates = {0: recorder.candidate(encoder_0)}
+    rounds: list[dict] = []
+
+    def on_round(record, encoder):
+        candidates[record["round"]] = recorder.candidate(encoder)
+        rounds.append({key: value for key, value in record.items() if key != "model"})
+        print(f"  {name} round {record['round']}: " + ", ".join(
+            f"{head} {candidates[record['round']][head]['accuracy']:.4f}" for head in ("prompts", "prototypes")),
+            flush=True)
+
+    method.fit(trained, names, config.labels.aliases, on_round=on_round)
+    pool_gold = np.bincount([index[label] for label in pool.labels], minlength=len(names)) / len(pool)
+    return {"set": name, "labels": names, "pool": len(trained), "held_out": len(held_out),
+            "eval": len(evaluation), "pool_shares": pool_gold.round(4).tolist(), "template": spec.template,
+            "aliases": bool(spec.aliases), "selection": spec.selection or {},
+            "candidates": {str(r): c for r, c in candidates.items()}, "rounds": rounds,
+            "seconds": round(time.perf_counter() - started, 1)}
+
+
+# ------------------------------------------------------------------------------------------- rules
+def _value(candidate: dict, head: str, part: str, signal: str) -> float:
+    entry = candidate[head][part]
+    if signal == "guard*agreement":
+        return entry["guard"] * max(entry["agreement"], 0.0)
+    if signal == "own*anchored":
+        return entry["kappa_own"] * entry["anchored"]
+    return entry[signal]
+
+
+def sequential(record: dict, heads: list[str], part: str, signal: str) -> tuple[int, str]:
+    """The job's way: round by round, keep a candidate while the signal rises, stop at the first fall."""
+    candidates = record["candidates"]
+    best = max(((0, head) for head in heads), key=lambda c: _value(candidates["0"], c[1], part, signal))
+    best_value = _value(candidates["0"], best[1], part, signal)
+    for r in range(1, len(candidates)):
+        round_best = max(heads, key=lambda head: _value(candidates[str(r)], head, part, signal))
+        value = _value(candidates[str(r)], round_best, part, signal)
+        if value <= best_value:
+            break
+        best, best_value = (r, round_best), value
+    return best
+
+
+RULES: dict[str, Callable[[dict], tuple[int, str]]] = {
+    "last round, prompts": lambda rec: (len(rec["candidates"]) - 1, "prompts"),
+    "last round, prototypes": lambda rec: (len(rec["candidates"]) - 1, "prototypes"),
+}
+for _part in ("trained", "held_out"):
+    for _signal in ("guard", "kappa0", "kappa_own", "own*anchored", "guard*agreement"):
+        RULES[f"{_signal} ({_part}), prompts"] = (
+            lambda rec, p=_part, s=_signal: sequential(rec, ["prompts"], p, s))
+        RULES[f"{_signal} ({_part}), both heads"] = (
+            lambda rec, p=_part, s=_signal: sequential(rec, ["prompts", "prototypes"], p, s))
+
+
+def rule_table(records: list[dict], noise: float) -> tuple[list[dict], list[list[str]]]:
+    """Each rule's mean and worst loss against the oracle, and how often it fell below untrained - noise, over
+    the sets run with the shipped selection."""
+    records = [record for record in records if not record["selection"]]
+    results = []
+    for rule, choose in RULES.items():
+        losses, below, decisions = [], 0, 0
+        for record in records:
+            candidates = record["candidates"]
+            oracle = max(c[h]["accuracy"] for c in candidates.values() for h in ("prompts", "prototypes"))
+            r, head = choose(record)
+            delivered = candidates[str(r)][head]["accuracy"]
+            losses.append(oracle - delivered)
+            below += delivered < candidates["0"]["prompts"]["accuracy"] - noise
+            decisions += 2 * (len(candidates) - 1)  # keep or not, per round and head
+        results.append({"rule": rule, "mean_loss": float(np.mean(losses)), "worst_loss": float(np.max(losses)),
+                        "below_untrained": int(below), "sets": len(records), "decisions": decisions})
+    results.sort(key=lambda row: (row["below_untrained"], row["mean_loss"]))
+    rows = [[row["rule"], f"{100 * row['mean_loss']:.2f}", f"{100 * row['worst_loss']:.2f}",
+             str(row["below_untrained"]), str(row["decisions"])] for row in results]
+    return results, rows
+
+
+def accuracy_noise(records: list[dict]) -> float:
+    """The standard error of an accuracy on a set's evaluation texts, sqrt(p(1-p)/n), largest over the sets."""
+    spreads = []
+    for record in records:
+        p, n = record["candidates"]["0"]["prompts"]["accuracy"], record["eval"]
+        spreads.append(np.sqrt(p * (1 - p) / n))
+    return float(max(spreads)) if spreads else 0.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
+    parser.add_argument("--pool-rows", type=int, default=2000)
+    parser.add_argument("--eval-rows", type=int, default=1000)
+    parser.add_argument("--holdout", type=float, default=0.2, help="share of the pool never trained on")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "runs" / "guard_record")
+    parser.add_argument("--rules-only", action="store_true", help="compare rules on the records already made")
+    parser.add_argument("--verbose", action="store_true", help="print Ray's own logs too")
+    args = parser.parse_args()
+    from contrastext.console import configure_console
+
+    configure_console(verbose=args.verbose)  # a line per set and round; Ray's logs go to its log folder
+    records = []
+    for name in args.sets:
+        path = args.out / name / "record.json"
+        if path.is_file():
+            records.append(json.loads(path.read_text()))
+            continue
+        if args.rules_only:
+            continue
+        print(f"{name}: self-training", flush=True)
+        record = run_set(name, SETS[name], args)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record, indent=1))
+        records.append(record)
+    noise = accuracy_noise(records)
+    results, rows = rule_table(records, noise)
+    print(format_table(rows, ["rule", "mean loss (points)", "worst loss", f"below untrained − {noise:.3f}",
+                              "decisions"]))
+    write_result("guard_record", {"sets": [r["set"] for r in records], "noise": noise, "rules": results,
+                                  "records": records})
+
+
+if __name__ == "__main__":
+    main()
