@@ -113,7 +113,8 @@ def test_the_teacher_given_chooses_the_pseudo_labels(ray_session, tiny_encoder_d
     texts = NEWS_DOCUMENTS * 4
     labels = ["Football", "Finance", "Phones"]
     teacher = KeywordTeacher(texts, [("striker", "league"), ("interest", "bank"), ("smartphone",)])
-    model = WCSBert(str(tiny_encoder_dir), teacher=teacher, rounds=1, work_dir=tmp_path).fit(texts, labels)
+    model = WCSBert(str(tiny_encoder_dir), teacher=teacher, rounds=1, heads=["prototypes"],
+                    work_dir=tmp_path).fit(texts, labels)
     expected = select(teacher.scores_, model.selection)
     assert model.history_[0]["kept_per_label"] == {"Football": 4, "Finance": 4, "Phones": 4}
     assert model.history_[0]["kept"] == len(expected.kept) == 12
@@ -121,6 +122,15 @@ def test_the_teacher_given_chooses_the_pseudo_labels(ray_session, tiny_encoder_d
     prompts = select(untrained.scores(texts), model.selection)
     assert len(set(prompts.label.tolist())) == 1  # what the default teacher would have trained on
     assert set(model.predict(texts)) <= set(labels)
+
+    # the only head asked for is delivered: the prototypes of the kept model's labels, saved and loaded as such
+    from contrastext.selftrain.heads import saved_head
+
+    assert model.chosen_head_ == model.head.kind == model.history_[0]["head"] == "prototypes"
+    loaded = WCSBert.load(model.save(tmp_path / "saved"))
+    assert loaded.head.kind == loaded.chosen_head_ == "prototypes" and loaded.predict(texts) == model.predict(texts)
+    label_set, _, vectors = saved_head(tmp_path / "saved")  # what Serve primes the model's own labels with
+    assert label_set.labels == tuple(labels) and np.array_equal(vectors, model.head.vectors)
 
 
 def test_wrong_use_is_refused():
@@ -161,7 +171,8 @@ def test_the_guard_rolls_back_a_round_that_makes_the_model_worse(ray_session, ne
     texts = NEWS_DOCUMENTS * 4
     shifted = KeywordTeacher(texts, NEWS_KEYWORDS[1:] + NEWS_KEYWORDS[:1])
     train = round_train().model_copy(update={"epochs": 4, "batch_size": 8, "optimizer": OptimizerConfig(lr=1e-4)})
-    model = WCSBert(teacher=shifted, rounds=3, train=train, work_dir=tmp_path).fit(texts, NEWS_LABELS)
+    model = WCSBert(teacher=shifted, rounds=3, train=train, heads=["prompts"], work_dir=tmp_path).fit(
+        texts, NEWS_LABELS)
 
     (record,) = model.history_  # no round after the one that lowered the guard
     assert model.guard_round_0_["guard_anchored"] == 1.0

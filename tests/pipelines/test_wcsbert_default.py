@@ -53,6 +53,12 @@ def test_the_default_self_trains_on_one_half_evaluates_on_the_other_and_guards_i
         assert guard == pytest.approx(part["guard_kappa"] * part["guard_anchored"])
         assert round(part["guard_anchored"] * 11) == pytest.approx(part["guard_anchored"] * 11)
     assert summary["chosen_round"] == max(range(3), key=lambda r: (guards[r], -r))
+    # each model scored with both heads, the better one's score its guard; the kept model's head is delivered
+    for part in parts:
+        assert part["guard"] == max(part["guard_heads"].values()) and part["head"] in part["guard_heads"]
+        assert set(part["guard_heads"]) == {"prompts", "prototypes"}
+    assert summary["chosen_head"] == parts[summary["chosen_round"]]["head"]
+    assert summary["final"]["delivered"]["head"] == summary["chosen_head"]
     assert summary["final_model"] == (summary["rounds"][summary["chosen_round"] - 1]["model"]
                                       if summary["chosen_round"] else summary["pretrain"]["model"]
                                       if pretrain["used"] else str(tiny_encoder_dir))
@@ -70,6 +76,7 @@ def test_the_default_self_trains_on_one_half_evaluates_on_the_other_and_guards_i
 
     assert summary["delivered"] == str(run / "final" / "model")
     delivered = WCSBert.load(summary["delivered"])
+    assert delivered.head.kind == delivered.chosen_head_ == summary["chosen_head"]
     assert delivered.labels == TOPICS and (run / "final" / "model" / "head_vectors.npy").is_file()
     labelled = run_predict(PredictConfig(model=summary["delivered"], input={"path": str(run / "pool" / "pages.parquet"), "id_column": "page_id"},
                                          output={"storage_path": str(tmp_path / "predicted"), "name": "pool"}))

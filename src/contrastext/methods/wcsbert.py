@@ -34,7 +34,7 @@ from contrastext.models.resolve import DEFAULT_MODEL
 from contrastext.selftrain.calibration import CalibrationConfig, calibrate
 from contrastext.selftrain.config import round_train
 from contrastext.selftrain.guard import TextGuard, guard_fields
-from contrastext.selftrain.heads import LabelHead
+from contrastext.selftrain.heads import HEAD_KINDS, LabelHead
 from contrastext.selftrain.pseudo_labels import SelectionConfig, select
 from contrastext.selftrain.pseudo_pairs import text_pairs
 from contrastext.selftrain.scoring import changed_share, label_prompt_vectors
@@ -64,8 +64,11 @@ class WCSBert:
     ``guard`` (on by default, as in the job): the label-free check of ``selftrain.guard`` over a seeded
     sample of ``guard_sample`` texts; the model kept is the round's (or the round-0 model's) whose labels best
     follow the texts' neighbourhoods under the round-0 model and stay nearest their own names, and fitting
-    stops after ``patience`` rounds that do not raise it. ``chosen_round_`` and ``stop_reason_`` say what
-    happened, each ``history_`` record has the round's ``guard`` score. Off: the last round is kept.
+    stops after ``patience`` rounds that do not raise it. ``heads``: the heads each model is scored with,
+    the label prompts and the prototypes of its own labels of the sampled texts (``selftrain.heads``); the
+    better one is delivered. ``chosen_round_``, ``chosen_head_`` and ``stop_reason_`` say what happened, each
+    ``history_`` record has the round's ``guard`` score and ``head``. Off: the last round is kept, with its
+    prompt head.
 
     ``work_dir``: where
     the rounds' checkpoints and models are kept (``history_[i]["model"]``); without one they go to a
@@ -78,13 +81,17 @@ class WCSBert:
                  text_positives: TextPositivesConfig | None = None,
                  train: TrainConfig | None = None, max_pairs_per_label: int | None = 5000, max_length: int = 128,
                  batch_size: int = 64, temperature: float = 0.05, guard: bool = True, guard_sample: int = 20_000,
-                 guard_neighbours: int = 10, patience: int = 1, work_dir: str | os.PathLike[str] | None = None):
+                 guard_neighbours: int = 10, heads: Sequence[str] = ("prompts", "prototypes"), patience: int = 1,
+                 work_dir: str | os.PathLike[str] | None = None):
         if rounds < 0:
             raise ValueError(f"rounds must be ≥ 0, got {rounds}")
         if patience < 1 or guard_sample < 2 or guard_neighbours < 1:
             raise ValueError("patience and guard_neighbours must be ≥ 1, guard_sample ≥ 2")
         if template is not None and templates is not None:
             raise ValueError("give template (one prompt) or templates (an ensemble), not both")
+        unknown = [kind for kind in heads if kind not in HEAD_KINDS]
+        if unknown or not heads:
+            raise ValueError(f"heads must be some of {list(HEAD_KINDS)}, got {list(heads)}")
         self.encoder = encoder
         self.teacher: Teacher = teacher if teacher is not None else PromptTeacher()
         self.rounds = rounds
@@ -102,11 +109,13 @@ class WCSBert:
         self.guard = guard
         self.guard_sample = guard_sample
         self.guard_neighbours = guard_neighbours
+        self.heads = tuple(heads)
         self.patience = patience
         self.work_dir = work_dir
         self.encoder_ = None
         self.head_: LabelHead | None = None
         self.chosen_round_: int = 0
+        self.chosen_head_: str = "prompts"
         self.stop_reason_: str | None = None
         self.guard_round_0_: dict[str, float] | None = None
         self.label_set_: LabelSet | None = None
@@ -128,23 +137,27 @@ class WCSBert:
         self.aliases_ = {label: list(strings) for label, strings in (aliases or {}).items()}
         encoder = load_text_encoder(self.encoder, self.max_length)
         self.history_, self.chosen_round_, self.stop_reason_, self.guard_round_0_ = [], 0, None, None
+        self.chosen_head_, head = "prompts", None
         if self.rounds:
             with work_folder(self.work_dir, "wcsbert") as folder:
-                encoder = self._self_train(encoder, texts, folder, on_round)
+                encoder, head = self._self_train(encoder, texts, folder, on_round)
         self.encoder_ = encoder
-        self.head_ = None  # the delivered model's prompt vectors, made on first use
+        self.head_ = head  # the guard's choice; None: the delivered model's prompt vectors, made on first use
         return self
 
     def _self_train(self, encoder, texts: list[str], folder: Path,
                     on_round: Callable[[dict[str, Any], Any], None] | None = None):
-        """The rounds from ``encoder``; returns the kept round's encoder (in memory)."""
+        """The rounds from ``encoder``; returns the kept round's encoder (in memory) and the head the guard chose
+        for it (None without the guard)."""
         guard = (TextGuard.build(encoder, texts, self.label_set_, self.prompts, sample=self.guard_sample,
-                                 neighbours=self.guard_neighbours, seed=self.train.seed, batch_size=self.batch_size)
+                                 neighbours=self.guard_neighbours, seed=self.train.seed, batch_size=self.batch_size,
+                                 heads=self.heads)
                  if self.guard else None)
         guard_0 = guard.score(encoder) if guard is not None else None
         self.guard_round_0_ = guard_fields(guard_0) if guard_0 is not None else None
         stop = RoundStop(self.rounds, patience=self.patience, guard_0=guard_0.value if guard_0 is not None else None)
-        kept = {0: encoder}  # the round-0 model and the best round's since
+        # the round-0 model and the best round's since, each with its best head
+        kept = {0: (encoder, guard_0.heads[guard_0.best] if guard_0 is not None else None)}
         model = encoder_spec(self.encoder, folder / "start")
         backend = getattr(encoder, "backend_requested", "torch")  # the rounds' models run where the first did
         previous = None
@@ -168,19 +181,22 @@ class WCSBert:
                       "labels_changed": changed_share(previous, pseudo.label), "steps": result.steps,
                       "export_seconds": export_seconds,
                       "model": kept_path(model, self.work_dir)}
-            if guard is not None:
-                record |= guard_fields(guard.score(encoder))
+            scored = guard.score(encoder) if guard is not None else None
+            if scored is not None:
+                record |= guard_fields(scored)
             self.history_.append(record)
             if on_round is not None:
                 on_round(record, encoder)
             previous = pseudo.label
             done = stop.after(record)
             if stop.best_round == r:
-                kept = {r: encoder}
+                kept = {r: (encoder, scored.heads[scored.best] if scored is not None else None)}
             if done:
                 break
         self.chosen_round_, self.stop_reason_ = stop.best_round, stop.reason
-        return kept[stop.best_round]
+        encoder, head = kept[stop.best_round]
+        self.chosen_head_ = head.kind if head is not None else "prompts"
+        return encoder, head
 
     def _pseudo_pairs(self, encoder, texts: list[str], r: int):
         """The round's pseudo-labels, its pairs, each label's share of the teacher's argmaxes, and how many of
@@ -235,7 +251,8 @@ class WCSBert:
 
     @property
     def head(self) -> LabelHead:
-        """What the model predicts with: the label prompts' vectors under the delivered model (saved with it)."""
+        """What the model predicts with (saved with it): the head the guard chose, else the label prompts'
+        vectors under the delivered model."""
         self._check_fitted()
         if self.head_ is None:
             self.head_ = LabelHead.from_prompts(self.encoder_, self.label_set_, self.prompts, self.batch_size)
@@ -278,7 +295,8 @@ class WCSBert:
         target = self.encoder_.save(path)
         self.head.save(target)
         manifest = {"labels": list(self.label_set_.labels), "aliases": self.aliases_, "template": self.template,
-                    "templates": list(self.templates) if self.templates else None, "temperature": self.temperature,
+                    "templates": list(self.templates) if self.templates else None, "head": self.head.kind,
+                    "temperature": self.temperature,
                     "max_length": int(self.encoder_.max_length)}
         (target / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
         return target
@@ -302,5 +320,6 @@ class WCSBert:
         model.aliases_ = manifest["aliases"]
         # a head is the saved model's own unless other prompts were asked for (then made from them on first use)
         model.head_ = None if new_prompts else LabelHead.load(path)
+        model.chosen_head_ = model.head_.kind if model.head_ is not None else "prompts"
         return model
 

@@ -99,7 +99,7 @@ def method_of(config: WCSBertConfig):
                    calibration=rounds.calibration, selection=rounds.selection, text_positives=_text_positives(config),
                    train=train, max_pairs_per_label=rounds.max_pairs_per_label, max_length=rounds.train.encoder.max_length,
                    batch_size=config.encode.batch_size, guard=rounds.guard, guard_sample=rounds.guard_sample,
-                   guard_neighbours=rounds.guard_neighbours, patience=rounds.patience)
+                   guard_neighbours=rounds.guard_neighbours, heads=rounds.heads, patience=rounds.patience)
 
 
 # ---------------------------------------------------------------------------------------- evaluation
@@ -399,11 +399,12 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     encoded = _encode_pool(config, pages, model_0, run.path("round_0", "embeddings"))
     run.timings["encode"] = time.perf_counter() - t
     _say(f"pool: {encoded['rows']} items encoded with {model_0}")
-    rounds, stop, guard_0 = _self_training(run, model_0)
+    rounds, stop, guard, guard_0 = _self_training(run, model_0)
     best_round = stop.best_round
     final_model = rounds[best_round - 1]["model"] if best_round else model_0
-    delivered = _deliver(run, final_model)
-    final = _final_evaluation(run, final_model, rounds, best_round) if eval_set is not None else None
+    head = _chosen_head(guard, guard_0, rounds, best_round)
+    delivered = _deliver(run, final_model, head)
+    final = _final_evaluation(run, final_model, rounds, best_round, head) if eval_set is not None else None
     run.timings["total"] = time.perf_counter() - started
     labels = config.labels
     summary = {
@@ -412,6 +413,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
         "pool": config.pool.source,
         "corpus": corpus, "pretrain": pretrain, "pool_rows": encoded["rows"], "evaluations": evaluations,
         "rounds": rounds, "stop_reason": stop.reason, "chosen_round": best_round, "final_model": final_model,
+        "chosen_head": head.kind if head is not None else "prompts",
         "delivered": delivered, "backend": config.encoder.backend,
         "guard_round_0": guard_0.value if guard_0 is not None else None,
         "guard_round_0_parts": guard_fields(guard_0) if guard_0 is not None else None,
@@ -485,9 +487,9 @@ def _corpus_and_pretraining(run: _Run, evaluations: list[dict[str, Any]]) -> tup
     return corpus, pretrain, model_0
 
 
-def _self_training(run: _Run, model_0: str) -> tuple[list[dict[str, Any]], RoundStop, Any]:
+def _self_training(run: _Run, model_0: str) -> tuple[list[dict[str, Any]], RoundStop, Any, Any]:
     """Stage 3: the rounds from M_0 until the stopping rule says so; returns their records, the rule (which
-    round to keep, why it stopped) and the guard's score of M_0 (None without the guard)."""
+    round to keep, why it stopped), the guard and its scores of M_0 (both None without the guard)."""
     config = run.config
     rounds: list[dict[str, Any]] = []
     model, embeddings_dir = model_0, run.path("round_0", "embeddings")
@@ -517,7 +519,18 @@ def _self_training(run: _Run, model_0: str) -> tuple[list[dict[str, Any]], Round
         if stop.after(record):
             break
     run.timings["rounds"] = time.perf_counter() - t
-    return rounds, stop, guard_0
+    return rounds, stop, guard, guard_0
+
+
+def _chosen_head(guard, guard_0, rounds: list[dict[str, Any]], best_round: int):
+    """The head the guard chose for the kept model (None without the guard); a round's is made again from its
+    stored pool embeddings, as a finished round's record holds only its name."""
+    if guard is None:
+        return None
+    if not best_round:
+        return guard_0.heads[guard_0.best]
+    record = rounds[best_round - 1]
+    return guard.score(record["model"], record["embeddings"]).heads[record["head"]]
 
 
 def _finished_round(run: _Run, record: dict[str, Any], folder: str, guard) -> dict[str, Any]:
@@ -525,26 +538,28 @@ def _finished_round(run: _Run, record: dict[str, Any], folder: str, guard) -> di
     if run.eval_set is not None and _stored_evaluation(storage.join(folder, "eval_round.json"), run.eval_set) is None:
         evaluated = _evaluate(run.eval_set, run.config.encoder.load(record["model"]), folder, "round")
         record |= {"eval_accuracy": evaluated.accuracy, "eval_macro_f1": evaluated.macro_f1}
-    if guard is not None and record.get("guard_anchored") is None:
+    if guard is not None and record.get("head") is None:
         record |= guard_fields(guard.score(record["model"], record["embeddings"]))
     return record
 
 
-def _deliver(run: _Run, final_model: str) -> str:
+def _deliver(run: _Run, final_model: str, head) -> str:
     """The kept model as a ``WCSBert`` folder at ``final/model``: the encoder, its labels and prompts and the
-    head it predicts with; what ``contrastext predict``, Serve and ``WCSBert.load`` read."""
+    head it predicts with (``head``: the guard's choice; None: the prompts'); what ``contrastext predict``,
+    Serve and ``WCSBert.load`` read."""
     target = run.path("final", "model")
     label_set, prompts = run.label_set, list(run.config.labels.prompts)
     stage = Stage(JOB, "deliver", folder=run.path("final"), settings={
         "model": final_model, "labels": list(label_set.labels), "aliases": [list(a) for a in label_set.aliases],
-        "prompts": prompts, "max_length": run.config.encoder.max_length})
+        "prompts": prompts, "max_length": run.config.encoder.max_length,
+        "head": head.kind if head is not None else "prompts"})
     if stage.finished() is not None:
         return target
     method = run.method
     method.encoder_ = run.config.encoder.load(final_model)
     method.label_set_ = label_set
     method.aliases_ = {label: list(aliases) for label, aliases in zip(label_set.labels, label_set.aliases)}
-    method.head_ = None
+    method.head_ = head
     if storage.on_local_disk(target):
         method.save(storage.resolve(target)[1])
     else:
@@ -554,13 +569,15 @@ def _deliver(run: _Run, final_model: str) -> str:
         finally:
             storage.remove_local(local)
     stage.mark_done()
-    stage.say(f"{target} (from {final_model}); label a corpus with it: contrastext predict --set model={target} "
+    stage.say(f"{target} (from {final_model}, {method.head.kind} head); label a corpus with it: contrastext predict --set model={target} "
               "--set input.path=...")
     return target
 
 
-def _final_evaluation(run: _Run, final_model: str, rounds: list[dict[str, Any]], best_round: int) -> dict[str, Any]:
-    """Stage 4: the kept model on the evaluation set, also through pool prototypes and label mapping."""
+def _final_evaluation(run: _Run, final_model: str, rounds: list[dict[str, Any]], best_round: int,
+                      head) -> dict[str, Any]:
+    """Stage 4: the kept model on the evaluation set (its prompts, and the delivered ``head`` when the guard
+    chose one), also through pool prototypes and label mapping."""
     config, eval_set = run.config, run.eval_set
     labels = config.labels
     t = time.perf_counter()
@@ -569,6 +586,9 @@ def _final_evaluation(run: _Run, final_model: str, rounds: list[dict[str, Any]],
     result = eval_set.evaluator.score(encoder, eval_embeddings)
     final = _result_json(result, labels.names, eval_set.source)
     final["backend"] = encoder.backend  # what the encodes ran on once settled (int8, or the fp32 fallback)
+    delivered = result if head is None else eval_set.evaluator.result(head.labels(eval_embeddings))
+    final["delivered"] = {"head": head.kind if head is not None else "prompts", "accuracy": delivered.accuracy,
+                          "macro_f1": delivered.macro_f1}
     final_embeddings = (run.path("round_0", "embeddings") if not best_round else
                         rounds[best_round - 1]["embeddings"] if config.rounds.reencode else None)
     if config.evaluation.prototypes and final_embeddings is not None:
@@ -597,13 +617,14 @@ class _Guard:
     label_set: Any
 
     def score(self, model: str, embeddings_dir: str) -> Any:
-        """The guard's score (selftrain.guard.GuardScore) of ``model``'s labels of the sampled pool items."""
+        """The guard's scores (selftrain.guard.HeadScores) of each head's labels of the sampled pool items under
+        ``model``, whose embeddings of them are read from ``embeddings_dir``."""
         from contrastext.data.h5store import H5Corpus
 
         encoder = self.config.encoder.load(model)
         label_embeddings = embed_label_strings(encoder, self.label_set, self.config.labels.prompts)
         embeddings = H5Corpus(embeddings_dir).lookup(self.reference.ids)
-        return self.reference.score(self.reference.labels_of(embeddings, label_embeddings))
+        return self.reference.score_heads(embeddings, label_embeddings, self.config.rounds.heads)
 
 
 def _guard_reference(config: WCSBertConfig, model_0: str, embeddings_dir: str, label_set) -> _Guard:
@@ -761,7 +782,8 @@ def round_table(record: dict[str, Any], names: list[str]) -> str:
     if record.get("guard") is not None:
         parts = (f" = kappa {record['guard_kappa']:.4f} × anchored {record['guard_anchored']:.2f}"
                  if record.get("guard_anchored") is not None else "")
-        rows.append(["guard (label-free)", f"{record['guard']:.4f}{parts}"])
+        head = f", {record['head']} head" if record.get("head") else ""
+        rows.append(["guard (label-free)", f"{record['guard']:.4f}{parts}{head}"])
     if record.get("eval_accuracy") is not None:
         rows.append(["evaluation accuracy", f"{record['eval_accuracy']:.4f}"])
     return format_table(rows, headers=[f"round {record['round']}", "value"])
@@ -784,7 +806,11 @@ def summary_table(summary: dict[str, Any]) -> str:
         guard = f", guard {r['guard']:.4f}" if r.get("guard") is not None else ""
         rows.append([f"round {r['round']}: pairs {r['pairs']}{guard}", "-" if acc is None else f"{acc:.4f}"])
     if summary["final"]:
-        rows.append([f"final (round {summary['chosen_round']})", f"{summary['final']['accuracy']:.4f}"])
+        delivered = summary["final"].get("delivered") or {"head": "prompts", "accuracy": summary["final"]["accuracy"]}
+        rows.append([f"delivered (round {summary['chosen_round']}, {delivered['head']} head)",
+                     f"{delivered['accuracy']:.4f}"])
+        if delivered["head"] != "prompts":
+            rows.append(["final, prompts head", f"{summary['final']['accuracy']:.4f}"])
         if summary["final"].get("prototypes"):
             rows.append(["final, pool prototypes", f"{summary['final']['prototypes']['accuracy']:.4f}"])
         if summary["final"].get("label_mapping_accuracy") is not None:

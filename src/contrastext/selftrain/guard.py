@@ -16,6 +16,9 @@ product of two parts:
   refined prototypes can do this) raises kappa while a group of texts drifts to another label's name; the
   centroid moves with it and the label loses its anchor.
 
+A model can be delivered with either head (``selftrain.heads``): its label prompts, or the prototypes of
+its own pool labels. The guard scores each head's labels the same way and keeps the better one.
+
 The anchored part was added after a round on the Vital topic names (names only, refined prototypes) lowered
 accuracy from 0.538 to 0.476 while kappa rose from 0.609 to 0.638; there its anchored share fell from 1 to
 0.82, and on every improving round measured it stayed at or above 0.95.
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from contrastext.clustering import nearest_neighbours
+from contrastext.selftrain.heads import LabelHead
 from contrastext.selftrain.scoring import embed_label_strings
 from contrastext.zeroshot import LabelSet, Templates, label_scores_and_aliases
 
@@ -43,14 +47,36 @@ class GuardScore:
         return self.kappa * self.anchored
 
 
-def guard_fields(score: GuardScore) -> dict[str, float]:
-    """A round record's guard fields."""
-    return {"guard": score.value, "guard_kappa": score.kappa, "guard_anchored": score.anchored}
+@dataclass(frozen=True)
+class HeadScores:
+    """The guard's score of each head one model could be delivered with, and those heads."""
+
+    scores: dict[str, GuardScore]  # head kind → its labels' score, in the order the heads were asked for
+    heads: dict[str, LabelHead]
+
+    @property
+    def best(self) -> str:
+        """The head whose labels score best (the first asked for on a tie)."""
+        return max(self.scores, key=lambda kind: self.scores[kind].value)
+
+    @property
+    def value(self) -> float:
+        return self.scores[self.best].value
 
 
-def guard_text(score: GuardScore) -> str:
-    return (f"guard {score.value:.4f} (labels follow the pool's neighbourhoods with kappa {score.kappa:.4f}; "
-            f"{score.anchored:.0%} of labels still nearest their own name)")
+def guard_fields(result: HeadScores) -> dict[str, object]:
+    """A round record's guard fields: the best head's score and parts, the head, each head's score."""
+    best = result.scores[result.best]
+    return {"guard": best.value, "guard_kappa": best.kappa, "guard_anchored": best.anchored, "head": result.best,
+            "guard_heads": {kind: score.value for kind, score in result.scores.items()}}
+
+
+def guard_text(result: HeadScores) -> str:
+    best = result.scores[result.best]
+    others = ", ".join(f"{kind} {score.value:.4f}" for kind, score in result.scores.items() if kind != result.best)
+    return (f"guard {best.value:.4f} with the {result.best} head (labels follow the pool's neighbourhoods with "
+            f"kappa {best.kappa:.4f}; {best.anchored:.0%} of labels still nearest their own name)"
+            + (f"; {others}" if others else ""))
 
 
 @dataclass
@@ -62,10 +88,14 @@ class GuardReference:
     owner: np.ndarray  # [strings] the label of each string
     n_labels: int
 
-    def labels_of(self, embeddings: np.ndarray, label_embeddings: np.ndarray) -> np.ndarray:
-        """The labels a model gives the sampled items: its embeddings of them against its label strings."""
-        scores, _ = label_scores_and_aliases(embeddings, label_embeddings, self.owner, self.n_labels)
-        return scores.argmax(axis=1)
+    def score_heads(self, embeddings: np.ndarray, label_embeddings: np.ndarray,
+                    kinds: Sequence[str] = ("prompts",)) -> HeadScores:
+        """The score of each head of ``kinds`` of one model: ``embeddings`` [n, D] are its embeddings of the
+        sampled items (in the order of ``ids``), ``label_embeddings`` of the label strings; the prototype head
+        is made from those same items."""
+        prompts = LabelHead("prompts", np.asarray(label_embeddings, np.float32), self.owner, self.n_labels)
+        heads = {kind: prompts if kind == "prompts" else prompts.prototypes(embeddings) for kind in kinds}
+        return HeadScores({kind: self.score(head.labels(embeddings)) for kind, head in heads.items()}, heads)
 
     def score(self, labels: np.ndarray) -> GuardScore:
         """The score of ``labels`` [n] (a model's labels of the sampled items, in the order of ``ids``)."""
@@ -121,10 +151,11 @@ class TextGuard:
     label_set: LabelSet
     template: Templates
     batch_size: int = 64
+    heads: tuple[str, ...] = ("prompts",)  # the heads a model is scored with (selftrain.heads.HEAD_KINDS)
 
     @classmethod
     def build(cls, encoder, texts: Sequence[str], label_set: LabelSet, template: Templates, *, sample: int,
-              neighbours: int, seed: int, batch_size: int = 64) -> "TextGuard":
+              neighbours: int, seed: int, batch_size: int = 64, heads: Sequence[str] = ("prompts",)) -> "TextGuard":
         """The reference under ``encoder`` (the round-0 model) over a seeded sample of ``sample`` texts."""
         positions = sample_positions(len(texts), sample, seed)
         sampled = [texts[i] for i in positions]
@@ -132,10 +163,10 @@ class TextGuard:
         _, owner = label_set.flat()
         reference = guard_reference(positions, embeddings, embed_label_strings(encoder, label_set, template), owner,
                                     len(label_set.labels), neighbours)
-        return cls(reference, sampled, label_set, template, batch_size)
+        return cls(reference, sampled, label_set, template, batch_size, tuple(heads))
 
-    def score(self, encoder) -> GuardScore:
-        """The score of ``encoder``'s labels of the sampled texts."""
+    def score(self, encoder) -> HeadScores:
+        """The score of each head's labels of the sampled texts under ``encoder``."""
         embeddings = encoder.encode(self.texts, batch_size=self.batch_size)
         label_embeddings = embed_label_strings(encoder, self.label_set, self.template)
-        return self.reference.score(self.reference.labels_of(embeddings, label_embeddings))
+        return self.reference.score_heads(embeddings, label_embeddings, self.heads)

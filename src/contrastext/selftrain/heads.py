@@ -1,9 +1,15 @@
 """What a WC-SBERT model predicts with: label vectors, saved beside the encoder.
 
-A head holds unit vectors, each standing for one label; a text's score for a label is its best cosine over
-that label's vectors (``zeroshot.label_scores``). The prompt head has a vector per label string (the label
-and its aliases, put into the prompt templates); saving it means ``predict``, Serve and ``WCSBert.load`` score
-with the very vectors the model was delivered with, without encoding the prompts again.
+A head holds unit vectors, one per label string (the label and its aliases), each standing for its label; a
+text's score for a label is its best cosine over that label's vectors (``zeroshot.label_scores``). Two kinds:
+
+- ``prompts``: the label strings put into the prompt templates and encoded;
+- ``prototypes``: each label's mean direction over the texts the prompts label most confidently (label-free:
+  no gold label is read), repeated for each of the label's strings. It classifies in the encoder's own
+  space, where a self-trained model has grouped the texts, rather than by where the prompts point.
+
+Saving a head means ``predict``, Serve and ``WCSBert.load`` score with the very vectors the model was
+delivered with, without encoding the prompts or the texts again.
 """
 
 from __future__ import annotations
@@ -15,15 +21,19 @@ from typing import Sequence
 
 import numpy as np
 
+from contrastext.selftrain.prototypes import label_prototypes
 from contrastext.zeroshot import LabelSet, ZeroShotClassifier, label_scores
 
 HEAD_FILE = "head.json"
 HEAD_VECTORS = "head_vectors.npy"
+HEAD_KINDS = ("prompts", "prototypes")
+#: the share of each label's texts, most confident first, whose mean is its prototype (the teacher's default)
+PROTOTYPE_FRACTION = 0.5
 
 
 @dataclass(frozen=True)
 class LabelHead:
-    kind: str  # "prompts": a vector per label string in the prompt templates
+    kind: str  # one of HEAD_KINDS
     vectors: np.ndarray  # [S, D] float32
     owner: np.ndarray  # [S]: the label each vector stands for
     n_labels: int
@@ -34,6 +44,17 @@ class LabelHead:
             label_set)
         _, owner = label_set.flat()
         return cls("prompts", np.asarray(vectors, np.float32), owner.astype(np.int64), len(label_set.labels))
+
+    def prototypes(self, embeddings: np.ndarray, fraction: float = PROTOTYPE_FRACTION) -> "LabelHead":
+        """The prototype head of the texts ``embeddings`` [N, D] (under this head's model), each label's mean
+        over the texts this head labels most confidently; a label no text takes keeps its mean string vector."""
+        fallback = np.stack([self.vectors[self.owner == label].mean(axis=0) for label in range(self.n_labels)])
+        prototypes = label_prototypes(embeddings, self.scores(embeddings), fraction, fallback=fallback)
+        return LabelHead("prototypes", prototypes[self.owner], self.owner, self.n_labels)
+
+    def labels(self, embeddings: np.ndarray) -> np.ndarray:
+        """[N] each text's best label."""
+        return self.scores(embeddings).argmax(axis=1)
 
     def scores(self, embeddings: np.ndarray) -> np.ndarray:
         """[N, labels] best cosine of each text over each label's vectors."""
@@ -56,13 +77,13 @@ class LabelHead:
                    np.asarray(meta["owner"], np.int64), int(meta["labels"]))
 
 
-def saved_prompt_head(folder: str | Path) -> tuple[LabelSet, tuple[str, ...], np.ndarray] | None:
-    """A saved WCSBert folder's label set, prompt templates and head vectors (None for any other folder), for
-    a server to score that model's own labels with the vectors it was delivered with."""
+def saved_head(folder: str | Path) -> tuple[LabelSet, tuple[str, ...], np.ndarray] | None:
+    """A saved WCSBert folder's label set, prompt templates and head vectors (one per label string; None for any
+    other folder), for a server to score that model's own labels with the vectors it was delivered with."""
     folder = Path(folder)
     manifest_file = folder / "wcsbert.json"
     head = LabelHead.load(folder)
-    if head is None or head.kind != "prompts" or not manifest_file.is_file():
+    if head is None or not manifest_file.is_file():
         return None
     manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
     templates = tuple(manifest.get("templates") or [manifest["template"]])

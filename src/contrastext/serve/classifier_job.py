@@ -109,6 +109,7 @@ def train(spec: TrainingSpec) -> dict[str, Any]:
             done = {k: entry[k] for k in ("round", "kept", "pairs", "text_pairs", "kept_per_label", "labels_changed",
                                           "steps")}
             done["guard"] = entry.get("guard")
+            done["head"] = entry.get("head")
             done["seconds"] = round(time.monotonic() - round_started, 1)
             done["dev_accuracy"] = dev_accuracy(encoder, spec) if spec.dev is not None else None
             rounds.append(done)
@@ -128,9 +129,11 @@ def train(spec: TrainingSpec) -> dict[str, Any]:
             "labels": spec.labels, "aliases": spec.aliases, "template": spec.template,
             "base_model": spec.base_model, "base_model_spec": spec.base_model_spec, "rounds": spec.rounds,
             "texts": len(texts), "metrics": {"rounds": rounds, "dev_accuracy_untrained": untrained_dev,
-                        "chosen_round": model.chosen_round_, "stop_reason": model.stop_reason_}})
+                        "chosen_round": model.chosen_round_, "chosen_head": model.chosen_head_,
+                        "stop_reason": model.stop_reason_}})
         registry.update_status(spec.name, state="ready", version=manifest["version"], finished=now(),
-                               chosen_round=model.chosen_round_, stop_reason=model.stop_reason_,
+                               chosen_round=model.chosen_round_, chosen_head=model.chosen_head_,
+                               stop_reason=model.stop_reason_,
                                guard_untrained=(model.guard_round_0_ or {}).get("guard"))
         return manifest
     except BaseException as error:
