@@ -294,11 +294,26 @@ def sequential(record: dict, heads: list[str], part: str, signal: str) -> tuple[
     return best
 
 
+def round_then_head(record: dict, part: str, margin: float | None) -> tuple[int, str]:
+    """The round by the prompt head's guard (as the job chose it before heads), then the prototype head only
+    where its guard beats the prompts' by more than ``margin`` on that model (None: only on the round-0 model)."""
+    r, _ = sequential(record, ["prompts"], part, "guard")
+    candidate = record["candidates"][str(r)]
+    if margin is None:
+        return r, "prototypes" if r == 0 else "prompts"
+    gain = _value(candidate, "prototypes", part, "guard") - _value(candidate, "prompts", part, "guard")
+    return r, "prototypes" if gain > margin else "prompts"
+
+
 RULES: dict[str, Callable[[dict], tuple[int, str]]] = {
     "last round, prompts": lambda rec: (len(rec["candidates"]) - 1, "prompts"),
     "last round, prototypes": lambda rec: (len(rec["candidates"]) - 1, "prototypes"),
 }
 for _part in ("trained", "held_out"):
+    RULES[f"guard ({_part}) round, prototypes on round 0"] = lambda rec, p=_part: round_then_head(rec, p, None)
+    for _margin in (0.0, 0.02, 0.05, 0.1):
+        RULES[f"guard ({_part}) round, prototypes if +{_margin}"] = (
+            lambda rec, p=_part, m=_margin: round_then_head(rec, p, m))
     for _signal in ("guard", "kappa0", "kappa_own", "own*anchored", "guard*agreement"):
         RULES[f"{_signal} ({_part}), prompts"] = (
             lambda rec, p=_part, s=_signal: sequential(rec, ["prompts"], p, s))

@@ -53,10 +53,13 @@ def test_the_default_self_trains_on_one_half_evaluates_on_the_other_and_guards_i
         assert guard == pytest.approx(part["guard_kappa"] * part["guard_anchored"])
         assert round(part["guard_anchored"] * 11) == pytest.approx(part["guard_anchored"] * 11)
     assert summary["chosen_round"] == max(range(3), key=lambda r: (guards[r], -r))
-    # each model scored with both heads, the better one's score its guard; the kept model's head is delivered
+    # each model scored with both heads, the prompts' score its guard; prototypes delivered only if clearly better
+    from contrastext.selftrain.guard import PROTOTYPE_MARGIN
+
     for part in parts:
-        assert part["guard"] == max(part["guard_heads"].values()) and part["head"] in part["guard_heads"]
-        assert set(part["guard_heads"]) == {"prompts", "prototypes"}
+        heads = part["guard_heads"]
+        assert part["guard"] == heads["prompts"] and set(heads) == {"prompts", "prototypes"}
+        assert (part["head"] == "prototypes") == (heads["prototypes"] > heads["prompts"] + PROTOTYPE_MARGIN)
     assert summary["chosen_head"] == parts[summary["chosen_round"]]["head"]
     assert summary["final"]["delivered"]["head"] == summary["chosen_head"]
     assert summary["final_model"] == (summary["rounds"][summary["chosen_round"] - 1]["model"]

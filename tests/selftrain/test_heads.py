@@ -1,5 +1,6 @@
 """The heads a WC-SBERT model can be delivered with: its label prompts, or the prototypes of its own labels;
-the guard scores both and keeps the better; a head is saved and loaded with its kind."""
+the guard scores both, the prompts' score chooses the round and the prototypes are delivered only where they
+score clearly better; a head is saved and loaded with its kind."""
 
 import numpy as np
 import pytest
@@ -41,21 +42,26 @@ def test_a_prototype_repeats_for_each_string_of_its_label():
     np.testing.assert_allclose(prototypes.scores(x), prompts.prototypes(x).scores(x), atol=1e-6)
 
 
-def test_the_guard_scores_each_head_and_keeps_the_better():
+def test_the_guard_scores_each_head_and_delivers_prototypes_that_score_clearly_better():
     x, truth, prompts = _misnamed_clusters()
     reference = guard_reference(np.arange(len(x)), x, prompts.vectors, prompts.owner, 4, 8)
     both = reference.score_heads(x, prompts.vectors, ("prompts", "prototypes"))
-    assert both.best == "prototypes" and both.value == both.scores["prototypes"].value
-    assert both.scores["prototypes"].value > both.scores["prompts"].value
+    assert both.scores["prototypes"].value > both.scores["prompts"].value + both.margin
+    assert both.best == "prototypes" and both.value == both.scores["prompts"].value  # the round's score
     fields = guard_fields(both)
     assert fields["head"] == "prototypes" and set(fields["guard_heads"]) == {"prompts", "prototypes"}
     only = reference.score_heads(x, prompts.vectors)
     assert list(only.scores) == ["prompts"] and only.best == "prompts"
 
 
-def test_a_tie_keeps_the_head_asked_for_first():
-    tie = HeadScores({"prompts": GuardScore(0.5, 1.0), "prototypes": GuardScore(0.5, 1.0)}, heads={})
-    assert tie.best == "prompts"
+def test_prototypes_within_the_margin_leave_the_prompts_delivered():
+    def scores(prototypes: float) -> HeadScores:
+        return HeadScores({"prompts": GuardScore(0.5, 1.0), "prototypes": GuardScore(prototypes, 1.0)}, heads={},
+                          margin=0.05)
+
+    assert scores(0.5).best == scores(0.54).best == scores(0.3).best == "prompts"
+    assert scores(0.56).best == "prototypes"
+    assert HeadScores({"prototypes": GuardScore(0.2, 1.0)}, heads={}).best == "prototypes"  # the only one asked
 
 
 @pytest.mark.parametrize("kind", ["prompts", "prototypes"])

@@ -66,7 +66,7 @@ class WCSBert:
     follow the texts' neighbourhoods under the round-0 model and stay nearest their own names, and fitting
     stops after ``patience`` rounds that do not raise it. ``heads``: the heads each model is scored with,
     the label prompts and the prototypes of its own labels of the sampled texts (``selftrain.heads``); the
-    better one is delivered. ``chosen_round_``, ``chosen_head_`` and ``stop_reason_`` say what happened, each
+    first head's score chooses the round, and another head is delivered where it scores clearly better. ``chosen_round_``, ``chosen_head_`` and ``stop_reason_`` say what happened, each
     ``history_`` record has the round's ``guard`` score and ``head``. Off: the last round is kept, with its
     prompt head.
 

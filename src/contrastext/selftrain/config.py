@@ -171,8 +171,9 @@ class RoundsConfig(Settings):
     guard_sample: int = Field(20_000, ge=10, description="pool items sampled for the guard's neighbourhoods")
     heads: list[Literal["prompts", "prototypes"]] = Field(
         ["prompts", "prototypes"], min_length=1,
-        description="the heads the guard scores each model with and delivers the better of: the label prompts, "
-                    "and the prototypes of the model's own labels of the guard's sample (selftrain.heads)")
+        description="the heads the guard scores each model with: the label prompts, and the prototypes of the "
+                    "model's own labels of the guard's sample (selftrain.heads); the first head's score chooses "
+                    "the round, another is delivered where it scores clearly better (selftrain.guard)")
     guard_neighbours: int = Field(10, ge=1)
     patience: int = Field(1, ge=1, description="rounds without improvement of the stopping signal before stopping")
     min_change: float = Field(0.005, ge=0, description="stop when fewer than this share of pool labels change")
