@@ -569,8 +569,8 @@ def _deliver(run: _Run, final_model: str, head) -> str:
         finally:
             storage.remove_local(local)
     stage.mark_done()
-    stage.say(f"{target} (from {final_model}, {method.head.kind} head); label a corpus with it: contrastext predict --set model={target} "
-              "--set input.path=...")
+    stage.say(f"{target} (from {final_model}, {method.head.kind} head); label a corpus with it: "
+              f"contrastext predict --set model={target} --set input.path=...")
     return target
 
 
