@@ -27,6 +27,6 @@ pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
 echo "setup: installing torch==$torch_version into $venv" >&2
 "${pip[@]}" "torch==$torch_version" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
 echo "setup: installing contrastext and its dependencies" >&2
-"${pip[@]}" -e "$root[test]"
+"${pip[@]}" -e "$root[test,docs]"
 echo "$want" > "$stamp"
 echo "setup: done ($venv)" >&2

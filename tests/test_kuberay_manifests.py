@@ -8,7 +8,7 @@
    (``x-kubernetes-validations``) need an API server; a manifest that sets such a field fails here, so
    nothing passes unchecked.
 2. Every ``python jobs/<job>.py`` / ``contrastext <job>`` command the project ships (the RayJob entrypoint,
-   ``cluster.yaml``, the ``ray job submit`` lines of README.md and cluster/README.md, the manifests' usage
+   ``cluster.yaml``, the ``ray job submit`` lines of README.md, docs/ and cluster/README.md, the manifests' usage
    comments) is parsed as a shell would, its config loaded as the CLI does, and the job's preflight
    storage checks run, with its s3:// buckets on the session's moto S3 server.
 """
@@ -386,6 +386,10 @@ JOB_COMMAND = re.compile(r"\bpython3? jobs/\w+\.py\b|(?:^|[\s;&|'\"])contrastext
                          % "|".join(map(re.escape, _cli_jobs())))
 
 
+# the documentation site's pages (mkdocs.yml), whose command lines are checked like the READMEs'
+DOC_PAGES = sorted(str(p.relative_to(REPO_ROOT)) for p in (REPO_ROOT / "docs").rglob("*.md"))
+
+
 def shipped_commands() -> list[tuple[str, str]]:
     """(where, command) for every job command line the project ships."""
     found: list[tuple[str, str]] = []
@@ -403,8 +407,8 @@ def shipped_commands() -> list[tuple[str, str]]:
                 "head_start_ray_commands", "worker_start_ray_commands"):
         found += [(f"cluster.yaml:{key}", c) for c in cluster.get(key) or [] if JOB_COMMAND.search(c)]
     found += [("cluster.yaml:comment", c) for c in _yaml_comment_commands(cluster_text) if JOB_COMMAND.search(c)]
-    # the `ray job submit` lines of the READMEs
-    for doc in ("README.md", "cluster/README.md"):
+    # the `ray job submit` lines of the READMEs and the documentation pages
+    for doc in ["README.md", "cluster/README.md", *DOC_PAGES]:
         text = (REPO_ROOT / doc).read_text(encoding="utf-8")
         found += [(doc, c) for c in _markdown_commands(text)
                   if "ray job submit" in c and re.search(r"\bpython3? jobs/\w+\.py\b", c)]
@@ -443,7 +447,9 @@ def job_invocations(command: str) -> list[tuple[str, list[str]]]:
 def test_the_shipped_command_lines_are_all_found():
     where = [w for w, _ in SHIPPED]
     assert where.count("rayjob.yaml:entrypoint") == 1
-    assert where.count("README.md") >= 4  # build_corpus, encode_corpus, wcsbert_selftrain, contrastive_fit
+    documented = [command for w, command in SHIPPED if w == "README.md" or w in DOC_PAGES]
+    for job in ("build_corpus", "encode_corpus", "wcsbert_selftrain", "contrastive_fit", "predict"):
+        assert any(f"jobs/{job}.py" in command for command in documented), job
     assert where.count("cluster/README.md") >= 4
     assert where.count("cluster.yaml:comment") >= 1
     assert where.count("raycluster.yaml:comment") >= 1

@@ -24,7 +24,8 @@ def test_minilm_clusters_bbcsport_sports_before_training(tmp_path):
     row = summary["epochs"][0]
     assert summary["k"] == 5 and summary["documents"]["count"] == 150
     # measured on this seeded subset (k-means seeded too): the pretrained encoder alone finds the sports
-    # (chance: ACC 0.36, NMI 0); on all 737 documents at 256 tokens it reaches 0.944 (README)
+    # (chance: ACC 0.36, NMI 0); on all 737 documents at 256 tokens it reaches 0.944
+    # (docs/methods/shuffle-divide.md)
     assert row["acc"] == pytest.approx(0.847, abs=0.02) and row["nmi"] == pytest.approx(0.701, abs=0.02), row
     assert row["silhouette"] == pytest.approx(0.104, abs=0.02), row
     table = pq.read_table(tmp_path / "bbc" / "assignments.parquet").to_pydict()
