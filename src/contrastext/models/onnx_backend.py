@@ -149,7 +149,7 @@ class OnnxRunner:
         self.requested = backend  # onnx or onnx-int8 (after ``resolve``)
         self.asked = asked or backend  # what the user named: onnx, onnx-int8 or auto
         # where int8 is not used: fp32 ONNX when int8 was asked for by name; torch for auto, because fp32
-        # ONNX measured slower than torch on CPU (README, "Inference backend")
+        # ONNX measured slower than torch on CPU (docs/backend.md)
         self.fallback = "torch" if self.asked == "auto" else "onnx"
         self.source_dir = source_dir  # the folder the weights were loaded from, while they are unchanged
         self.used: str | None = None  # onnx or onnx-int8 once prepared

@@ -5,7 +5,7 @@ Two kinds (as PESCO pairs texts beside its prompt pairs):
 - ``crops`` (off by default): two random contiguous word spans of one kept text, two views of the same text;
 - ``same_label`` (on by default): a kept text and another kept text of the same pseudo-label, so texts a
   label holds pull together directly and not only through the label's prompt. It gained 2–3 points of
-  zero-shot accuracy on AG News, 20 Newsgroups and the Vital topics (README, ``benchmarks/zeroshot.py``);
+  zero-shot accuracy on AG News, 20 Newsgroups and the Vital topics (docs/methods/wcsbert.md, ``benchmarks/zeroshot.py``);
   crops gained about one.
 
 Only plain-text pools have texts to pair (a Wikipedia pool's anchors are categories: the job turns the
