@@ -1,0 +1,44 @@
+"""The guard's record on the docs page is generated from the benchmark's summary JSON, and names the rule the
+job ships."""
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import guard_record  # noqa: E402
+
+from contrastext.selftrain.guard import PROTOTYPE_MARGIN  # noqa: E402
+
+
+def test_the_page_is_the_summary_rendered():
+    summary = json.loads(guard_record.SUMMARY.read_text(encoding="utf-8"))
+    assert guard_record.PAGE.read_text(encoding="utf-8") == guard_record.render_page(summary)
+
+
+def test_the_shipped_rule_is_the_guards_margin():
+    assert guard_record.SHIPPED.endswith(f"+{PROTOTYPE_MARGIN}")
+    summary = json.loads(guard_record.SUMMARY.read_text(encoding="utf-8"))
+    assert guard_record.SHIPPED in {row["rule"] for row in summary["rules"]}
+
+
+def test_a_record_delivers_what_the_rule_chooses():
+    """On a hand-made record: round 1 raises the prompt head's guard, round 2 lowers it; on round 1 the
+    prototypes score 0.03 above the prompts (within the margin), so round 1's prompts are delivered."""
+    def candidate(accuracy: dict, guard: dict) -> dict:
+        part = lambda head: {"guard": guard[head], "kappa0": guard[head], "anchored": 1.0,  # noqa: E731
+                             "kappa_own": guard[head], "agreement": 0.9}
+        return {head: {"accuracy": accuracy[head], "macro_f1": accuracy[head], "trained": part(head),
+                       "held_out": part(head)} for head in ("prompts", "prototypes")}
+
+    record = {"set": "made", "labels": ["a", "b"], "aliases": False, "pool": 10, "eval": 10,
+              "pool_shares": [0.5, 0.5], "selection": {}, "seconds": 1.0, "candidates": {
+                  "0": candidate({"prompts": 0.6, "prototypes": 0.7}, {"prompts": 0.4, "prototypes": 0.5}),
+                  "1": candidate({"prompts": 0.8, "prototypes": 0.75}, {"prompts": 0.6, "prototypes": 0.63}),
+                  "2": candidate({"prompts": 0.7, "prototypes": 0.7}, {"prompts": 0.5, "prototypes": 0.5})}}
+    row = guard_record.set_summary(record)
+    assert (row["delivered"]["round"], row["delivered"]["head"]) == (1, "prompts")
+    assert row["oracle"]["accuracy"] == 0.8 and row["untrained"]["accuracy"] == 0.6
+    assert guard_record.RULES["last round, prototypes"](record) == (2, "prototypes")
