@@ -122,3 +122,15 @@ def test_minilm_zero_shot_on_ag_news():
     # 4 balanced classes: chance is 0.25; MiniLM with label prompts and aliases does far better
     assert accuracy >= 0.5, (accuracy, predicted)
     assert set(predicted) >= {"Sports", "Business"}
+
+
+def test_a_primed_head_outlives_any_number_of_other_label_sets(tiny):
+    """A saved model's own head (prompts or prototypes) is kept apart from the prompt cache: it is never
+    evicted, so its labels keep scoring with the vectors the model was delivered with."""
+    classifier = ZeroShotClassifier(tiny, cache_size=1)
+    label_set = classifier.label_set(["Sports", "Business"])
+    head = np.eye(2, tiny.embedding_dimension, dtype=np.float32)  # not what the prompts would encode to
+    classifier.prime(label_set, classifier.template, head)
+    for other in (["A", "B"], ["C", "D"], ["E", "F"]):
+        classifier.classify(["x"], other)
+    np.testing.assert_array_equal(classifier.alias_embeddings(label_set), head)

@@ -9,6 +9,7 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from contrastext.metrics.clustering import silhouette
+from contrastext.vectors import unit_rows
 
 
 @dataclass
@@ -24,8 +25,7 @@ def _unit_rows(embeddings: np.ndarray) -> np.ndarray:
         raise ValueError(f"embeddings must be a non-empty 2-D array, got shape {x.shape}")
     if not np.isfinite(x).all():
         raise ValueError("embeddings contain NaN or infinite values")
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return np.ascontiguousarray(x / np.maximum(norms, 1e-12))
+    return np.ascontiguousarray(unit_rows(x))
 
 
 def spherical_kmeans(embeddings: np.ndarray, k: int, *, seed: int = 0, niter: int = 25,

@@ -17,6 +17,8 @@ from typing import Mapping, Protocol, Sequence, Union
 
 import numpy as np
 
+from contrastext.vectors import unit_rows
+
 DEFAULT_TEMPLATE = "This topic is talk about {label}"
 DEFAULT_SEPARATORS = ("&", "/")
 #: one prompt template, or several whose embeddings are averaged (an ensemble)
@@ -142,12 +144,7 @@ def mean_prompt_embeddings(per_template: np.ndarray) -> np.ndarray:
     One template's embeddings are returned as they are (what a single prompt always gave)."""
     if len(per_template) == 1:
         return per_template[0]
-    return _normalise(np.stack([_normalise(e) for e in per_template]).mean(axis=0))
-
-
-def _normalise(matrix: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.maximum(norms, 1e-12)
+    return unit_rows(np.stack([unit_rows(e) for e in per_template]).mean(axis=0))
 
 
 def label_scores(text_embeddings: np.ndarray, alias_embeddings: np.ndarray, owner: np.ndarray,
@@ -159,7 +156,7 @@ def label_scores(text_embeddings: np.ndarray, alias_embeddings: np.ndarray, owne
 def label_scores_and_aliases(text_embeddings: np.ndarray, alias_embeddings: np.ndarray, owner: np.ndarray,
                              n_labels: int) -> tuple[np.ndarray, np.ndarray]:
     """``label_scores`` and, per text and label, which of the label's aliases gave the score (its index)."""
-    sims = _normalise(np.asarray(text_embeddings, dtype=np.float32)) @ _normalise(alias_embeddings).T
+    sims = unit_rows(np.asarray(text_embeddings, dtype=np.float32)) @ unit_rows(alias_embeddings).T
     scores = np.full((sims.shape[0], n_labels), -np.inf, dtype=np.float32)
     best_alias = np.zeros((sims.shape[0], n_labels), dtype=np.int64)
     for label in range(n_labels):
@@ -189,6 +186,7 @@ class ZeroShotClassifier:
         self.batch_size = batch_size
         self.cache_size = cache_size
         self._cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self._primed: dict[tuple, np.ndarray] = {}  # saved heads: never evicted, they are not prompts
         self._lock = threading.Lock()
         self.cache_hits = 0
         self.cache_misses = 0
@@ -204,6 +202,10 @@ class ZeroShotClassifier:
         templates = validate_templates(template or self.template)
         key = (self.model_key, templates, label_set.labels, label_set.aliases)
         with self._lock:
+            cached = self._primed.get(key)
+            if cached is not None:
+                self.cache_hits += 1
+                return cached
             cached = self._cache.get(key)
             if cached is not None:
                 self._cache.move_to_end(key)
@@ -223,14 +225,14 @@ class ZeroShotClassifier:
         return embeddings
 
     def prime(self, label_set: LabelSet, template: Templates, embeddings: np.ndarray) -> None:
-        """Take ``embeddings`` as the prompt vectors of ``label_set`` under ``template`` (a saved model's head),
-        so requests for exactly those labels score with them instead of encoding the prompts again."""
+        """Take ``embeddings`` as the vectors of ``label_set``'s strings under ``template`` (a saved model's head:
+        its prompts or its prototypes), so requests for exactly those labels score with them; kept apart from
+        the prompt cache, so no number of other label sets evicts them."""
         key = (self.model_key, validate_templates(template), label_set.labels, label_set.aliases)
         vectors = np.array(embeddings, dtype=np.float32)
         vectors.setflags(write=False)
         with self._lock:
-            self._cache[key] = vectors
-            self._cache.move_to_end(key)
+            self._primed[key] = vectors
 
     def score_embeddings(self, text_embeddings: np.ndarray, label_set: LabelSet,
                          template: Templates | None = None) -> np.ndarray:

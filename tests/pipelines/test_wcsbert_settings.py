@@ -83,3 +83,24 @@ def test_a_round_made_before_same_label_pairs_were_the_default_runs_again_on_pla
         assert setting_differences(older, round_settings(config, "m0"),
                                    defaults=settings_before_they_existed("m0")) == (
             ["rounds.text_positives"] if changed else [])
+
+
+def test_a_round_balanced_before_the_median_runs_again_and_the_heads_retrain_no_round():
+    from contrastext.pipelines.wcsbert import settings_before_they_existed
+
+    config = load_config(WCSBertConfig)
+    older = as_json(round_settings(config, "m0"))
+    del older["rounds"]["selection"]["balance_to"]  # a marker from when every label was held to the smallest
+    assert setting_differences(older, round_settings(config, "m0"),
+                               defaults=settings_before_they_existed("m0")) == ["rounds.selection.balance_to"]
+    prompts_only = load_config(WCSBertConfig, overrides=["rounds.heads=[prompts]"])
+    assert setting_differences(as_json(round_settings(config, "m0")), round_settings(prompts_only, "m0")) == []
+
+
+def test_a_pool_not_reencoded_is_scored_with_its_prompts_only():
+    """The stored embeddings of a pool that is not re-encoded are an earlier model's: no prototypes from them."""
+    from contrastext.pipelines.wcsbert import _Guard
+
+    assert _Guard(None, load_config(WCSBertConfig), None).heads == ["prompts", "prototypes"]
+    stale = load_config(WCSBertConfig, overrides=["rounds.reencode=false"])
+    assert _Guard(None, stale, None).heads == ["prompts"]

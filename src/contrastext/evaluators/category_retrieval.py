@@ -21,6 +21,8 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from contrastext.vectors import unit_rows
+
 
 def first_words(text: str, n: int) -> str:
     return " ".join(text.split()[:n])
@@ -66,8 +68,8 @@ class CategoryRetrievalEvaluator:
             return {}
         relevant_names = {c for cs in self.query_categories for c in cs}
         index: dict[str, int] = {}  # filled as the chunks are read: each relevant category's row
-        q = _unit(encoder.encode(list(self.queries), batch_size=self.batch_size))
-        chunks = (_unit(encoder.encode(names, batch_size=self.batch_size))
+        q = unit_rows(encoder.encode(list(self.queries), batch_size=self.batch_size))
+        chunks = (unit_rows(encoder.encode(names, batch_size=self.batch_size))
                   for names in self._category_chunks(relevant_names, index))
         top = top_k(q, chunks, self.k, query_batch=self.query_batch)
         ap, recall = [], []
@@ -153,7 +155,3 @@ def _merge(scores_a: np.ndarray, rows_a: np.ndarray, scores_b: np.ndarray, rows_
     rows = np.concatenate([rows_a, rows_b], axis=1)
     order = np.lexsort((rows, -scores), axis=1)[:, :k]
     return np.take_along_axis(scores, order, axis=1), np.take_along_axis(rows, order, axis=1)
-
-
-def _unit(x: np.ndarray) -> np.ndarray:
-    return x / np.clip(np.linalg.norm(x, axis=1, keepdims=True), 1e-12, None)

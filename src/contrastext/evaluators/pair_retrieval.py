@@ -7,6 +7,8 @@ from typing import Sequence
 
 import numpy as np
 
+from contrastext.vectors import unit_rows
+
 
 @dataclass
 class PairRetrievalEvaluator:
@@ -27,8 +29,8 @@ class PairRetrievalEvaluator:
         candidates = sorted(set(self.positives))
         index = {text: i for i, text in enumerate(candidates)}
         targets = np.array([index[p] for p in self.positives])
-        a = _unit(encoder.encode(list(self.anchors), batch_size=self.batch_size))
-        c = _unit(encoder.encode(candidates, batch_size=self.batch_size))
+        a = unit_rows(encoder.encode(list(self.anchors), batch_size=self.batch_size))
+        c = unit_rows(encoder.encode(candidates, batch_size=self.batch_size))
         scores = a @ c.T
         target_scores = scores[np.arange(len(targets)), targets]
         ranks = (scores >= target_scores[:, None]).sum(axis=1)  # the target itself counts once
@@ -38,7 +40,3 @@ class PairRetrievalEvaluator:
             "acc@5": float((ranks <= 5).mean()),
             "mrr": float((1.0 / ranks).mean()),
         }
-
-
-def _unit(x: np.ndarray) -> np.ndarray:
-    return x / np.clip(np.linalg.norm(x, axis=1, keepdims=True), 1e-12, None)

@@ -38,6 +38,7 @@ from contrastext.methods.training import (
 )
 from contrastext.methods.negatives import BatchNegatives, Negatives
 from contrastext.models.resolve import DEFAULT_MODEL
+from contrastext.vectors import unit_rows
 
 MANIFEST = "shuffle_divide.json"
 CENTROIDS = "centroids.npy"
@@ -185,8 +186,7 @@ class ShuffleDivide:
         if self.centroids_ is None:
             raise RuntimeError("no clusters yet: call fit_predict(documents), or ShuffleDivide.load(folder)")
         embeddings = self.transform(documents)
-        unit = embeddings / np.maximum(np.linalg.norm(embeddings, axis=1, keepdims=True), 1e-12)
-        similarity = unit @ self.centroids_.T
+        similarity = unit_rows(embeddings) @ self.centroids_.T
         clusters = similarity.argmax(axis=1)
         return embeddings, clusters, similarity[np.arange(len(clusters)), clusters]
 

@@ -117,7 +117,7 @@ class WCSBert:
         self.chosen_round_: int = 0
         self.chosen_head_: str = "prompts"
         self.stop_reason_: str | None = None
-        self.guard_round_0_: dict[str, float] | None = None
+        self.guard_round_0_: dict[str, object] | None = None  # the round-0 model's guard_fields
         self.label_set_: LabelSet | None = None
         self.aliases_: dict[str, list[str]] = {}
         self.history_: list[dict[str, Any]] = []
@@ -264,7 +264,8 @@ class WCSBert:
         return self.encoder_.encode(checked_texts(texts), batch_size=self.batch_size)
 
     def scores(self, texts: Sequence[str]) -> np.ndarray:
-        """[N, labels] cosine of each text to each label's best prompt (or ensemble of prompts)."""
+        """[N, labels] cosine of each text to each label's best vector in the head: its best prompt (or ensemble of
+        prompts), or its prototype."""
         return self.head.scores(self.embed(texts))
 
     def probabilities(self, scores: np.ndarray) -> np.ndarray:

@@ -15,6 +15,8 @@ from typing import Literal
 
 import numpy as np
 
+from contrastext.vectors import unit_rows
+
 Backend = Literal["torch", "onnx", "onnx-int8", "auto"]
 BACKENDS = ("torch", "onnx", "onnx-int8", "auto")
 # CPU flags (as /proc/cpuinfo names them) under which onnxruntime's int8 matrix products are fast
@@ -97,11 +99,6 @@ def pool_numpy(token_states: np.ndarray, attention_mask: np.ndarray, mode: str) 
     if mode == "max":
         return np.where(mask == 0, np.float32(-1e9), token_states).max(axis=1)
     raise ValueError(f"Unknown pooling {mode!r}; expected mean, cls or max.")
-
-
-def normalize_rows(x: np.ndarray) -> np.ndarray:
-    """``F.normalize(x, p=2, dim=1)``: rows divided by max(norm, 1e-12)."""
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
 class OnnxSession:
@@ -226,4 +223,4 @@ class OnnxRunner:
     def embed(self, features: dict[str, np.ndarray], num_threads: int | None) -> np.ndarray:
         states = self.session(num_threads).token_states(features)
         embeddings = pool_numpy(states, features["attention_mask"], self.encoder.pooling)
-        return normalize_rows(embeddings) if self.encoder.normalize else embeddings
+        return unit_rows(embeddings) if self.encoder.normalize else embeddings

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
+from contrastext.vectors import unit_rows
+
 MIN_MEAN_COSINE = 0.99
 SAMPLE_SIZE = 256
 
@@ -33,8 +35,7 @@ def sample_texts(size: int = SAMPLE_SIZE) -> list[str]:
 
 
 def compare(fp32: np.ndarray, int8: np.ndarray) -> dict[str, float]:
-    a = fp32 / np.linalg.norm(fp32, axis=1, keepdims=True).clip(1e-12)
-    b = int8 / np.linalg.norm(int8, axis=1, keepdims=True).clip(1e-12)
+    a, b = unit_rows(fp32), unit_rows(int8)
     cosine = (a * b).sum(axis=1)
     return {"mean_cosine": float(cosine.mean()), "min_cosine": float(cosine.min()), "texts": int(len(cosine))}
 

@@ -51,11 +51,12 @@ from contrastext.selftrain.stopping import RoundStop
 from contrastext.selftrain.teachers import PrototypeTeacher
 from contrastext.selftrain.text_positives import TextPositivesConfig, combined
 from contrastext.stages import Stage, say
+from contrastext.vectors import unit_rows
 
 
 # ---------------------------------------------------------------------------------------- stage state
 # how many rounds to run and when to stop do not change what a finished round made
-_NOT_PART_OF_A_ROUND = ("rounds", "patience", "min_change", "guard", "guard_sample", "guard_neighbours")
+_NOT_PART_OF_A_ROUND = ("rounds", "patience", "min_change", "guard", "guard_sample", "guard_neighbours", "heads")
 JOB = "wcsbert"
 
 
@@ -73,9 +74,11 @@ def round_settings(config: WCSBertConfig, start_model: str) -> dict[str, Any]:
 
 def settings_before_they_existed(start_model: str) -> dict[str, Any]:
     """What a round ran with where its marker predates a setting: the defaults, but no text–text pairs
-    (they came later, and same-label pairs are on by default for plain texts)."""
+    (they came later, and same-label pairs are on by default for plain texts) and selection balanced to the
+    smallest label (the median came later)."""
     settings = round_settings(WCSBertConfig(), start_model)
     settings["rounds"]["text_positives"] = TextPositivesConfig(same_label=False).model_dump(mode="json")
+    settings["rounds"]["selection"]["balance_to"] = "smallest"
     return settings
 
 
@@ -538,7 +541,7 @@ def _finished_round(run: _Run, record: dict[str, Any], folder: str, guard) -> di
     if run.eval_set is not None and _stored_evaluation(storage.join(folder, "eval_round.json"), run.eval_set) is None:
         evaluated = _evaluate(run.eval_set, run.config.encoder.load(record["model"]), folder, "round")
         record |= {"eval_accuracy": evaluated.accuracy, "eval_macro_f1": evaluated.macro_f1}
-    if guard is not None and record.get("head") is None:
+    if guard is not None and list(record.get("guard_heads") or []) != guard.heads:  # none yet, or others asked
         record |= guard_fields(guard.score(record["model"], record["embeddings"]))
     return record
 
@@ -552,7 +555,7 @@ def _deliver(run: _Run, final_model: str, head) -> str:
     stage = Stage(JOB, "deliver", folder=run.path("final"), settings={
         "model": final_model, "labels": list(label_set.labels), "aliases": [list(a) for a in label_set.aliases],
         "prompts": prompts, "max_length": run.config.encoder.max_length,
-        "head": head.kind if head is not None else "prompts"})
+        "head": head.kind if head is not None else "prompts"}, defaults={"head": "prompts"})
     if stage.finished() is not None:
         return target
     method = run.method
@@ -624,7 +627,13 @@ class _Guard:
         encoder = self.config.encoder.load(model)
         label_embeddings = embed_label_strings(encoder, self.label_set, self.config.labels.prompts)
         embeddings = H5Corpus(embeddings_dir).lookup(self.reference.ids)
-        return self.reference.score_heads(embeddings, label_embeddings, self.config.rounds.heads)
+        return self.reference.score_heads(embeddings, label_embeddings, self.heads)
+
+    @property
+    def heads(self) -> list[str]:
+        """The heads asked for; the prompts alone where the pool is not re-encoded: its stored embeddings are
+        then an earlier model's, not the space the round's prototypes would be applied in."""
+        return list(self.config.rounds.heads) if self.config.rounds.reencode else ["prompts"]
 
 
 def _guard_reference(config: WCSBertConfig, model_0: str, embeddings_dir: str, label_set) -> _Guard:
@@ -763,9 +772,7 @@ def _label_mapping_accuracy(eval_set: EvalSet, encoder, run: str, round_index: i
     categories, labels = table.column("anchor").to_pylist(), np.asarray(table.column("label").to_pylist())
     q = eval_set.evaluator.embed(encoder)
     c = encoder.encode(categories, batch_size=128)
-    q /= np.linalg.norm(q, axis=1, keepdims=True)
-    c /= np.linalg.norm(c, axis=1, keepdims=True)
-    predicted = labels[(q @ c.T).argmax(axis=1)]
+    predicted = labels[(unit_rows(q) @ unit_rows(c).T).argmax(axis=1)]
     return eval_set.evaluator.result(predicted).accuracy
 
 
@@ -782,8 +789,10 @@ def round_table(record: dict[str, Any], names: list[str]) -> str:
     if record.get("guard") is not None:
         parts = (f" = kappa {record['guard_kappa']:.4f} × anchored {record['guard_anchored']:.2f}"
                  if record.get("guard_anchored") is not None else "")
-        head = f", {record['head']} head" if record.get("head") else ""
-        rows.append(["guard (label-free)", f"{record['guard']:.4f}{parts}{head}"])
+        rows.append(["guard (label-free)", f"{record['guard']:.4f}{parts}"])
+        if len(record.get("guard_heads") or {}) > 1:
+            rows.append(["guard per head (delivers)", ", ".join(
+                f"{kind} {value:.4f}" for kind, value in record["guard_heads"].items()) + f" ({record['head']})"])
     if record.get("eval_accuracy") is not None:
         rows.append(["evaluation accuracy", f"{record['eval_accuracy']:.4f}"])
     return format_table(rows, headers=[f"round {record['round']}", "value"])
@@ -812,7 +821,7 @@ def summary_table(summary: dict[str, Any]) -> str:
         if delivered["head"] != "prompts":
             rows.append(["final, prompts head", f"{summary['final']['accuracy']:.4f}"])
         if summary["final"].get("prototypes"):
-            rows.append(["final, pool prototypes", f"{summary['final']['prototypes']['accuracy']:.4f}"])
+            rows.append(["final, pool prototypes (evaluation)", f"{summary['final']['prototypes']['accuracy']:.4f}"])
         if summary["final"].get("label_mapping_accuracy") is not None:
             rows.append(["final, label mapping via categories", f"{summary['final']['label_mapping_accuracy']:.4f}"])
     rows.append(["stopped", summary["stop_reason"]])

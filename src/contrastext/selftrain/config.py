@@ -173,7 +173,8 @@ class RoundsConfig(Settings):
         ["prompts", "prototypes"], min_length=1,
         description="the heads the guard scores each model with: the label prompts, and the prototypes of the "
                     "model's own labels of the guard's sample (selftrain.heads); the first head's score chooses "
-                    "the round, another is delivered where it scores clearly better (selftrain.guard)")
+                    "the round, another is delivered where it scores clearly better (selftrain.guard); the prompts "
+                    "alone with reencode: false")
     guard_neighbours: int = Field(10, ge=1)
     patience: int = Field(1, ge=1, description="rounds without improvement of the stopping signal before stopping")
     min_change: float = Field(0.005, ge=0, description="stop when fewer than this share of pool labels change")

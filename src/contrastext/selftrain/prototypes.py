@@ -24,12 +24,9 @@ import numpy as np
 
 from contrastext.data.h5store import H5Corpus
 from contrastext.selftrain.pseudo_labels import SelectionConfig, select
+from contrastext.vectors import unit_rows
 
 Embeddings = Union[np.ndarray, Iterable[np.ndarray], Iterable[tuple[np.ndarray, np.ndarray]]]
-
-
-def _unit(x: np.ndarray) -> np.ndarray:
-    return x / np.clip(np.linalg.norm(x, axis=1, keepdims=True), 1e-12, None)
 
 
 def _unit_chunks(embeddings: Embeddings) -> Iterator[np.ndarray]:
@@ -37,7 +34,7 @@ def _unit_chunks(embeddings: Embeddings) -> Iterator[np.ndarray]:
     for chunk in (embeddings,) if isinstance(embeddings, np.ndarray) else embeddings:
         if isinstance(chunk, tuple):  # (ids, embeddings)
             chunk = chunk[1]
-        yield _unit(np.asarray(chunk, dtype=np.float32))
+        yield unit_rows(np.asarray(chunk, dtype=np.float32))
 
 
 def _label_means(embeddings: Embeddings, assign, n_labels: int,
@@ -88,7 +85,7 @@ def label_prototypes(embeddings: Embeddings, scores: np.ndarray, fraction: float
     prototypes[present] = means[present]
     if not present.all():
         prototypes[~present] = np.asarray(fallback, dtype=np.float32)[~present]
-    return _unit(prototypes)
+    return unit_rows(prototypes)
 
 
 class PoolEmbeddings:
@@ -135,7 +132,7 @@ def refine_prototypes(embeddings: Embeddings, prototypes: np.ndarray, iterations
     Each iteration is one pass over ``embeddings`` (assign every row to its nearest prototype, sum per
     label); it stops early when no prototype moves.
     """
-    current = _unit(np.asarray(prototypes, dtype=np.float32))
+    current = unit_rows(np.asarray(prototypes, dtype=np.float32))
     if iterations > 1 and iter(embeddings) is embeddings:
         raise TypeError("refine_prototypes reads the embeddings once per iteration: pass an array or a "
                         "re-iterable (such as pool_embeddings(...)), not an iterator")
@@ -144,7 +141,7 @@ def refine_prototypes(embeddings: Embeddings, prototypes: np.ndarray, iterations
         means, counts = _label_means(embeddings, _nearest(current), len(current))
         updated = current.copy()
         updated[counts > 0] = means[counts > 0]
-        updated = _unit(updated)
+        updated = unit_rows(updated)
         if np.allclose(updated, current, atol=1e-6):
             return updated
         current = updated

@@ -18,7 +18,7 @@ def write_report(run: str, summary: dict[str, Any], plots: bool = True) -> str:
     lines.append(f"- pool: {summary['pool']} ({summary['pool_rows']} items)")
     lines.append(f"- evaluation: {summary['evaluation_set'] or summary['evaluation_skipped']}")
     lines.append(f"- stopped: {summary['stop_reason']}; model chosen: round {summary['chosen_round']} "
-                 f"(`{summary['final_model']}`)")
+                 f"(`{summary['final_model']}`), delivered with its {summary.get('chosen_head', 'prompts')} head")
     if summary.get("pretrain"):
         p = summary["pretrain"]
         lines.append(f"- pretraining: {p['pairs']} category pairs, {p['steps']} steps; dev MAP@3 "
@@ -34,10 +34,14 @@ def write_report(run: str, summary: dict[str, Any], plots: bool = True) -> str:
     if summary.get("final"):
         lines.append(f"| final (round {summary['chosen_round']}) | prompt + aliases | "
                      f"{summary['final']['accuracy']:.4f} | {summary['final']['macro_f1']:.4f} |")
+        delivered = summary["final"].get("delivered")
+        if delivered and delivered["head"] != "prompts":
+            lines.append(f"| **delivered** (round {summary['chosen_round']}) | {delivered['head']} head | "
+                         f"{delivered['accuracy']:.4f} | {delivered['macro_f1']:.4f} |")
         if summary["final"].get("prototypes"):
             p = summary["final"]["prototypes"]
-            lines.append(f"| final (round {summary['chosen_round']}) | pool prototypes | {p['accuracy']:.4f} | "
-                         f"{p['macro_f1']:.4f} |")
+            lines.append(f"| final (round {summary['chosen_round']}) | pool prototypes (evaluation) | "
+                         f"{p['accuracy']:.4f} | {p['macro_f1']:.4f} |")
     lines += ["", "## Rounds", "",
               "| round | kept / pool | kept per label | pairs | labels changed | loss | train s | encode s |",
               "|---|---|---|---|---|---|---|---|"]

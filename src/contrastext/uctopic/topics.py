@@ -18,6 +18,7 @@ from contrastext.clustering import (
     spherical_kmeans,
 )
 from contrastext.uctopic.phrases import PhraseInstance, pair_row
+from contrastext.vectors import unit_rows
 
 
 @dataclass
@@ -70,7 +71,7 @@ def cluster_phrases_with(clusterer: Clusterer, embeddings: np.ndarray, *, seed: 
 
 def topic_distributions(embeddings: np.ndarray, centroids: np.ndarray, temperature: float = 0.05) -> np.ndarray:
     """p(topic | instance): softmax of cosine similarity to each centroid over ``temperature``."""
-    x = embeddings / np.maximum(np.linalg.norm(embeddings, axis=1, keepdims=True), 1e-12)
+    x = unit_rows(embeddings)
     logits = x @ centroids.T / temperature
     logits -= logits.max(axis=1, keepdims=True)
     p = np.exp(logits)
@@ -129,7 +130,7 @@ def ccl_pseudo_labels(instances: Sequence[PhraseInstance], embeddings: np.ndarra
     mention's label is the majority vote of its labelled instances, given to all its instances."""
     if not 0 < central_fraction <= 1:
         raise ValueError(f"central_fraction must be in (0, 1], got {central_fraction}")
-    x = embeddings / np.maximum(np.linalg.norm(embeddings, axis=1, keepdims=True), 1e-12)
+    x = unit_rows(embeddings)
     similarity = (x * result.centroids[result.assignments]).sum(axis=1)
     votes: dict[str, Counter] = defaultdict(Counter)
     central = 0
