@@ -375,7 +375,8 @@ def set_summary(record: dict) -> dict:
     return {"set": record["set"], "labels": len(record["labels"]), "aliases": record["aliases"],
             "pool": record["pool"], "eval": record["eval"], "largest_share": max(record["pool_shares"]),
             "smallest_share": min(record["pool_shares"]), "selection": record["selection"],
-            "untrained": scored(0, "prompts"), "delivered": scored(*RULES[SHIPPED](record)),
+            "untrained": scored(0, "prompts"), "untrained_prototypes": scored(0, "prototypes"),
+            "kept_per_round": [r["kept"] for r in record["rounds"]], "delivered": scored(*RULES[SHIPPED](record)),
             "before_heads": scored(*RULES[BEFORE](record)), "oracle": oracle, "seconds": record["seconds"]}
 
 

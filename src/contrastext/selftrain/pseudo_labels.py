@@ -5,10 +5,11 @@ passes the similarity threshold (the paper's rule: 0.8 for AG News with all-mpne
 ranks within ``top_fraction`` by confidence; ``max_per_label`` and ``max_label_ratio`` then keep a label
 that many items match from drowning the others (pseudo-pairs explode and accuracy falls otherwise).
 
-The balance cap is a multiple of the *median* label's kept count by default, not of the rarest's: on a skewed
-pool (the largest label half the texts, the smallest 0.5%) a cap at twice the rarest label kept 150 of 2,000
-texts and left every label as thin as the rarest; against the median, a rare label keeps all it has and a
-frequent one is still held to a small multiple of a typical label.
+The balance cap is a multiple of the *median* label's kept count by default, not of the rarest's: a cap at
+twice the rarest label holds every label to what the rarest one has (on a skewed AG News pool, 45% World and
+1.5% Sci/Tech, it kept 287 of 800 texts against 398, and delivered 3.5 points less; docs/methods/wcsbert.md);
+against the median, a rare label keeps all it has and a frequent one is still held to a small multiple of a
+typical label.
 """
 
 from __future__ import annotations
