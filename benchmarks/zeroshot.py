@@ -20,6 +20,9 @@ Variants: ``untrained`` (no round), ``base`` (the rounds with every option off),
 ``labelled_probe``). Each run also reports, per round, how many of the pool's pseudo-labels and of the
 items kept for training were right (``pool_label_quality``: gold labels read after the run). A run
 whose folder under ``--out`` is complete is read back, not redone (the job's stages resume).
+
+The guard's and the heads' record across many more label sets (subsets, other names, skewed resamplings),
+with every round and head a run could deliver, is ``benchmarks/guard_record.py``.
 """
 
 from __future__ import annotations
