@@ -34,7 +34,7 @@ def test_a_record_delivers_what_the_rule_chooses():
                        "held_out": part(head)} for head in ("prompts", "prototypes")}
 
     record = {"set": "made", "labels": ["a", "b"], "aliases": False, "pool": 10, "eval": 10,
-              "pool_shares": [0.5, 0.5], "selection": {}, "seconds": 1.0, "candidates": {
+              "pool_shares": [0.5, 0.5], "selection": {}, "seconds": 1.0, "rounds": [{"kept": 6}, {"kept": 7}], "candidates": {
                   "0": candidate({"prompts": 0.6, "prototypes": 0.7}, {"prompts": 0.4, "prototypes": 0.5}),
                   "1": candidate({"prompts": 0.8, "prototypes": 0.75}, {"prompts": 0.6, "prototypes": 0.63}),
                   "2": candidate({"prompts": 0.7, "prototypes": 0.7}, {"prompts": 0.5, "prototypes": 0.5})}}
