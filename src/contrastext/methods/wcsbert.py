@@ -34,7 +34,7 @@ from contrastext.models.resolve import DEFAULT_MODEL
 from contrastext.selftrain.calibration import CalibrationConfig, calibrate
 from contrastext.selftrain.config import round_train
 from contrastext.selftrain.guard import TextGuard, guard_fields
-from contrastext.selftrain.heads import HEAD_KINDS, LabelHead
+from contrastext.selftrain.heads import HEAD_KINDS, LabelHead, head_kind
 from contrastext.selftrain.pseudo_labels import SelectionConfig, select
 from contrastext.selftrain.pseudo_pairs import text_pairs
 from contrastext.selftrain.scoring import changed_share, label_prompt_vectors
@@ -195,7 +195,7 @@ class WCSBert:
                 break
         self.chosen_round_, self.stop_reason_ = stop.best_round, stop.reason
         encoder, head = kept[stop.best_round]
-        self.chosen_head_ = head.kind if head is not None else "prompts"
+        self.chosen_head_ = head_kind(head)
         return encoder, head
 
     def _pseudo_pairs(self, encoder, texts: list[str], r: int):

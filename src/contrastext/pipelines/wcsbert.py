@@ -38,6 +38,7 @@ from contrastext.report import format_table
 from contrastext.runtime import init_ray
 from contrastext.selftrain.config import PretrainConfig, WCSBertConfig
 from contrastext.selftrain.guard import guard_fields, guard_text
+from contrastext.selftrain.heads import head_kind
 from contrastext.selftrain.prototypes import (
     classify_by_prototypes,
     label_prototypes,
@@ -416,7 +417,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
         "pool": config.pool.source,
         "corpus": corpus, "pretrain": pretrain, "pool_rows": encoded["rows"], "evaluations": evaluations,
         "rounds": rounds, "stop_reason": stop.reason, "chosen_round": best_round, "final_model": final_model,
-        "chosen_head": head.kind if head is not None else "prompts",
+        "chosen_head": head_kind(head),
         "delivered": delivered, "backend": config.encoder.backend,
         "guard_round_0": guard_0.value if guard_0 is not None else None,
         "guard_round_0_parts": guard_fields(guard_0) if guard_0 is not None else None,
@@ -555,7 +556,7 @@ def _deliver(run: _Run, final_model: str, head) -> str:
     stage = Stage(JOB, "deliver", folder=run.path("final"), settings={
         "model": final_model, "labels": list(label_set.labels), "aliases": [list(a) for a in label_set.aliases],
         "prompts": prompts, "max_length": run.config.encoder.max_length,
-        "head": head.kind if head is not None else "prompts"}, defaults={"head": "prompts"})
+        "head": head_kind(head)}, defaults={"head": "prompts"})
     if stage.finished() is not None:
         return target
     method = run.method
@@ -590,7 +591,7 @@ def _final_evaluation(run: _Run, final_model: str, rounds: list[dict[str, Any]],
     final = _result_json(result, labels.names, eval_set.source)
     final["backend"] = encoder.backend  # what the encodes ran on once settled (int8, or the fp32 fallback)
     delivered = result if head is None else eval_set.evaluator.result(head.labels(eval_embeddings))
-    final["delivered"] = {"head": head.kind if head is not None else "prompts", "accuracy": delivered.accuracy,
+    final["delivered"] = {"head": head_kind(head), "accuracy": delivered.accuracy,
                           "macro_f1": delivered.macro_f1}
     final_embeddings = (run.path("round_0", "embeddings") if not best_round else
                         rounds[best_round - 1]["embeddings"] if config.rounds.reencode else None)

@@ -77,6 +77,11 @@ class LabelHead:
                    np.asarray(meta["owner"], np.int64), int(meta["labels"]))
 
 
+def head_kind(head: "LabelHead | None") -> str:
+    """The kind of ``head``; no head (no guard chose one) means the prompts'."""
+    return head.kind if head is not None else "prompts"
+
+
 def saved_head(folder: str | Path) -> tuple[LabelSet, tuple[str, ...], np.ndarray] | None:
     """A saved WCSBert folder's label set, prompt templates and head vectors (one per label string; None for any
     other folder), for a server to score that model's own labels with the vectors it was delivered with."""
