@@ -1,4 +1,4 @@
-"""NoDuplicatesBatchSampler and iter_no_duplicate_batches (seeded random loops, no hypothesis)."""
+"""iter_no_duplicate_batches: batches without repeated strings from a stream (seeded random loops)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from contrastext.train.samplers import NoDuplicatesBatchSampler, iter_no_duplicate_batches
+from contrastext.train.samplers import iter_no_duplicate_batches
 
 
 def random_rows(rng: random.Random, n: int, vocab: int, self_dup: float = 0.0) -> list[tuple[str, str]]:
@@ -20,19 +20,6 @@ def random_rows(rng: random.Random, n: int, vocab: int, self_dup: float = 0.0) -
     return rows
 
 
-def all_ranks(
-    rows: Sequence[Sequence[str]], batch_size: int, world_size: int, seed: int = 0, epoch: int = 0, **kw: bool
-) -> list[list[list[int]]]:
-    out = []
-    for rank in range(world_size):
-        s = NoDuplicatesBatchSampler(rows, batch_size, seed=seed, rank=rank, world_size=world_size, **kw)
-        s.set_epoch(epoch)
-        batches = list(s)
-        assert len(s) == len(batches)
-        out.append(batches)
-    return out
-
-
 def assert_no_duplicates(rows: Sequence[Sequence[str]], batch: list[int]) -> None:
     if len(batch) == 1:
         return
@@ -40,133 +27,6 @@ def assert_no_duplicates(rows: Sequence[Sequence[str]], batch: list[int]) -> Non
     assert len(strings) == len(set(strings)), batch
     for i in batch:  # rows with anchor == positive only ever travel alone
         assert len(set(rows[i])) == len(rows[i])
-
-
-def test_coverage_no_duplicates_equal_batches_random() -> None:
-    rng = random.Random(1234)
-    for _ in range(150):
-        n = rng.randint(1, 300)
-        world_size = rng.randint(1, 4)
-        if n < world_size:
-            continue
-        batch_size = rng.randint(2, 33)
-        rows = random_rows(rng, n, vocab=max(4 * n, 8), self_dup=rng.choice([0.0, 0.05]))
-        per_rank = all_ranks(rows, batch_size, world_size, seed=rng.randrange(100), epoch=rng.randrange(5))
-        assert len({len(b) for b in per_rank}) == 1
-        flat = [i for batches in per_rank for b in batches for i in b]
-        assert sorted(flat) == list(range(n))
-        for batches in per_rank:
-            for b in batches:
-                assert 1 <= len(b) <= batch_size
-                assert_no_duplicates(rows, b)
-
-
-def test_heavy_duplicates_still_cover_everything() -> None:
-    rng = random.Random(7)
-    for _ in range(60):
-        n = rng.randint(40, 200)
-        rows = random_rows(rng, n, vocab=rng.randint(5, 30))
-        world_size = rng.randint(1, 4)
-        try:
-            per_rank = all_ranks(rows, rng.randint(2, 16), world_size, epoch=rng.randrange(3))
-        except ValueError:
-            continue  # too many clashes for this world size; checked separately
-        assert len({len(b) for b in per_rank}) == 1
-        assert sorted(i for batches in per_rank for b in batches for i in b) == list(range(n))
-        for batches in per_rank:
-            for b in batches:
-                assert b
-                assert_no_duplicates(rows, b)
-
-
-@pytest.mark.parametrize("world_size", [1, 2, 3, 4])
-@pytest.mark.parametrize("n", [4, 5, 7, 17, 63, 64, 65, 101])
-def test_awkward_sizes(world_size: int, n: int) -> None:
-    rows = [(f"a{i}", f"p{i}") for i in range(n)]
-    per_rank = all_ranks(rows, 8, world_size, seed=3)
-    assert len({len(b) for b in per_rank}) == 1
-    assert all(b for batches in per_rank for b in batches)
-    assert sorted(i for batches in per_rank for b in batches for i in b) == list(range(n))
-
-
-def test_deferred_row_not_dropped_and_self_duplicate_alone() -> None:
-    rows = [("x", "y"), ("x", "z"), ("same", "same"), ("u", "v")]
-    batches = all_ranks(rows, 4, 1)[0]
-    assert sorted(i for b in batches for i in b) == [0, 1, 2, 3]
-    assert [2] in batches
-    assert not any(0 in b and 1 in b for b in batches)
-
-
-def test_deterministic_per_seed_and_epoch() -> None:
-    rows = random_rows(random.Random(0), 200, vocab=1000)
-    a = NoDuplicatesBatchSampler(rows, 16, seed=5)
-    b = NoDuplicatesBatchSampler(rows, 16, seed=5)
-    a.set_epoch(2)
-    b.set_epoch(2)
-    assert list(a) == list(b)
-    first = list(a)
-    a.set_epoch(3)
-    assert list(a) != first
-    a.set_epoch(2)
-    assert list(a) == first
-    assert list(NoDuplicatesBatchSampler(rows, 16, seed=6)) != list(NoDuplicatesBatchSampler(rows, 16, seed=5))
-
-
-def test_order_changes_across_epochs() -> None:
-    rows = [(f"a{i}", f"p{i}") for i in range(50)]
-    s = NoDuplicatesBatchSampler(rows, 10)
-    orders = set()
-    for epoch in range(5):
-        s.set_epoch(epoch)
-        orders.add(tuple(i for b in s for i in b))
-    assert len(orders) == 5
-
-
-def test_drop_last_yields_full_even_batches() -> None:
-    rows = [(f"a{i}", f"p{i}") for i in range(103)]
-    per_rank = all_ranks(rows, 10, 3, drop_last=True)
-    assert [len(b) for b in per_rank] == [3, 3, 3]
-    flat = [i for batches in per_rank for b in batches for i in b]
-    assert all(len(b) == 10 for batches in per_rank for b in batches)
-    assert len(flat) == len(set(flat)) == 90
-
-
-def test_infeasible_world_size_raises() -> None:
-    rows = [("same", f"p{i}") for i in range(5)]  # every batch is a singleton
-    with pytest.raises(ValueError, match="too few rows"):
-        NoDuplicatesBatchSampler(rows, 4, world_size=2)
-    with pytest.raises(ValueError, match="ranks"):
-        NoDuplicatesBatchSampler(rows[:3], 4, world_size=4)
-
-
-def test_rank_falls_back_to_moving_a_row() -> None:
-    # 2 ranks: singletons from the clashing rows plus one batch of 2 must still balance.
-    rows = [("x", "a"), ("x", "b"), ("x", "c"), ("y", "d")]
-    for epoch in range(10):
-        per_rank = all_ranks(rows, 4, 2, epoch=epoch)
-        assert len(per_rank[0]) == len(per_rank[1])
-        assert sorted(i for batches in per_rank for b in batches for i in b) == [0, 1, 2, 3]
-
-
-@pytest.mark.parametrize(
-    "kwargs",
-    [
-        {"batch_size": 0},
-        {"world_size": 0},
-        {"rank": 2, "world_size": 2},
-        {"rank": -1},
-        {"seed": -1},
-    ],
-)
-def test_argument_errors(kwargs: dict[str, int]) -> None:
-    args: dict[str, int] = {"batch_size": 4} | kwargs
-    with pytest.raises(ValueError):
-        NoDuplicatesBatchSampler([("a", "b")] * 4, **args)
-
-
-def test_negative_epoch_rejected() -> None:
-    with pytest.raises(ValueError):
-        NoDuplicatesBatchSampler([("a", "b")], 1).set_epoch(-1)
 
 
 # --- streaming -----------------------------------------------------------------
