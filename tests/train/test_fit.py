@@ -162,13 +162,16 @@ def test_supervised_ntxent_trains_on_text_label_rows(ray_session, tiny_encoder_d
     assert names == ["checkpoint_step000000002", "checkpoint_step000000003"]
 
 
-def test_missing_column_is_reported_by_name(ray_session, tiny_encoder_dir, tmp_path):
+def test_missing_column_is_reported_by_name(ray_session, tiny_encoder_dir):
+    """Checked where the workers read their rows, without a fit (a fit's worker error reaching the driver with
+    its message is checked by the group-column test below)."""
     import ray.data
 
+    from contrastext.train.batches import SkippedRows, epoch_batches
+
     config = _config(tiny_encoder_dir)
-    with pytest.raises(Exception, match="no column"):
-        fit(ray.data.from_items([{"question": "a", "answer": "b"}] * 4), config,
-            OutputConfig(storage_path=str(tmp_path), name="bad"))
+    with pytest.raises(KeyError, match=r"no column\(s\) \['anchor', 'positive'\]; it has \['answer', 'question'\]"):
+        list(epoch_batches(ray.data.from_items([{"question": "a", "answer": "b"}] * 4), config, 0, 0, SkippedRows()))
 
 
 def test_group_column_rows_carry_their_group_and_share_batches(ray_session):
