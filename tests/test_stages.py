@@ -9,7 +9,7 @@ import time
 import pytest
 
 from contrastext import storage
-from contrastext.stages import DONE_FILE, Stage, setting_differences
+from contrastext.stages import DONE_FILE, Stage, as_json, setting_differences
 
 SETTINGS = {"model": "bundled:minilm", "train": {"lr": 2e-5, "columns": ("anchor", "positive")}, "seed": 0}
 
@@ -97,3 +97,41 @@ def test_the_marker_lives_on_object_storage_too(s3_bucket, capsys):
     assert Stage("wcsbert", "corpus", folder, SETTINGS).finished()["result"] == {"pages": 106}
     assert Stage("wcsbert", "corpus", folder, {**SETTINGS, "seed": 1}).finished() is None
     assert "other settings (seed)" in capsys.readouterr().out
+
+
+def _work(folder, *names: str) -> None:
+    for name in names:
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        (folder / name / "checkpoint").write_text("step 3")
+
+
+def test_begin_keeps_what_an_attempt_with_these_settings_left_and_deletes_the_rest(tmp_path):
+    folder, elsewhere = tmp_path / "round_1", tmp_path / "train" / "epoch_001"
+    _work(folder, "fit", "model")
+    _work(elsewhere.parent, elsewhere.name)
+    Stage("wcsbert", "round 1", str(folder), SETTINGS).begin("fit", "model", str(elsewhere))
+    # no record says which settings made them: deleted, and this attempt recorded
+    assert not (folder / "fit").exists() and not (folder / "model").exists() and not elsewhere.exists()
+    assert json.loads((folder / "attempt.json").read_text())["settings"] == as_json(SETTINGS)
+
+    _work(folder, "fit")  # the attempt is interrupted; run again with the same settings, its fit resumes
+    Stage("wcsbert", "round 1", str(folder), SETTINGS).begin("fit")
+    assert (folder / "fit" / "checkpoint").read_text() == "step 3"
+
+    Stage("wcsbert", "round 1", str(folder), {**SETTINGS, "seed": 1}).begin("fit")  # other settings
+    assert not (folder / "fit").exists()
+
+
+def test_begin_after_a_stage_finished_with_other_settings_starts_over(tmp_path):
+    folder = tmp_path / "pretrain"
+    stage = Stage("wcsbert", "pretrain", str(folder), SETTINGS)
+    stage.begin("fit")
+    _work(folder, "fit")
+    stage.mark_done({"steps": 3})
+    (folder / "attempt.json").unlink()  # only the marker says which settings made the fit
+    Stage("wcsbert", "pretrain", str(folder), SETTINGS).begin("fit")
+    assert (folder / "fit").exists()
+    changed = Stage("wcsbert", "pretrain", str(folder), {**SETTINGS, "seed": 1})
+    assert changed.finished() is None
+    changed.begin("fit")
+    assert not (folder / "fit").exists()

@@ -5,6 +5,10 @@ depend on (and, for a small result, the result itself). Run again, a stage whose
 settings match is skipped; one made with other settings is named and run again. A setting added to the
 code since a marker was written is not a difference: its default is what ran. The folder may be a URI.
 
+A stage that leaves work to resume from (a fit's checkpoints) calls :meth:`Stage.begin` first: the work is
+resumed only when it was started with the same settings (``attempt.json``), else it is deleted, so a stage
+run again for a changed setting starts over rather than continuing what other settings made.
+
 Console lines are ``[job] stage: message`` on stdout, so a job's own lines read the same whether it runs
 alone or as a stage of another job; Ray's and the libraries' output is handled by :mod:`contrastext.console`.
 """
@@ -14,12 +18,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
+from pathlib import PurePath
 from typing import Any
 
 from contrastext import storage
 from contrastext.manifest import write_json_atomic
 
 DONE_FILE = "done.json"
+ATTEMPT_FILE = "attempt.json"
 
 
 def say(job: str, message: str) -> None:
@@ -69,9 +75,7 @@ class Stage:
 
     @property
     def marker(self) -> str:
-        if self.folder is None:
-            raise ValueError(f"stage {self.name!r} of {self.job} has no folder for a done-marker")
-        return storage.join(self.folder, DONE_FILE)
+        return storage.join(self.marker_folder, DONE_FILE)
 
     def say(self, message: str) -> None:
         say(self.job, f"{self.name}: {message}")
@@ -95,6 +99,32 @@ class Stage:
         self.say(f"done in an earlier run with these settings, skipped ({self.folder}; delete its {DONE_FILE} "
                  "to run it again)")
         return record
+
+    def begin(self, *work: str) -> None:
+        """Call before the stage's work, naming what in its folder an interrupted attempt leaves to resume from
+        (``work``: sub-paths such as a fit's run folder, or full locations). They are kept when the last attempt
+        or the finished stage had these settings; otherwise (other settings, or no record of which) they are
+        deleted. Then these settings are recorded as the attempt's."""
+        previous = None
+        for name in (ATTEMPT_FILE, DONE_FILE):
+            try:
+                previous = storage.read_json(storage.join(self.marker_folder, name)).get("settings")
+                break
+            except FileNotFoundError:
+                continue
+        if previous is None or setting_differences(previous, self.settings, defaults=self.defaults):
+            for part in work:
+                full = storage.is_uri(part) or PurePath(part).is_absolute()
+                storage.delete(part if full else storage.join(self.marker_folder, part))
+        write_json_atomic(storage.join(self.marker_folder, ATTEMPT_FILE),
+                          {"stage": self.name, "settings": self.settings,
+                           "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+
+    @property
+    def marker_folder(self) -> str:
+        if self.folder is None:
+            raise ValueError(f"stage {self.name!r} of {self.job} has no folder for a done-marker")
+        return self.folder
 
     def mark_done(self, result: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """Write the marker, last: its presence says every output of the stage is in place. Returns ``result``,

@@ -103,24 +103,31 @@ def test_job_trains_clusters_reports_and_resumes(ray_session, tiny_encoder_dir, 
     printed = capsys.readouterr().out
     assert "silhouette" in printed and "epoch" in printed
 
-    # a finished epoch is not redone; one whose scores are missing is re-scored without retraining
+    # a finished epoch is not redone; one stopped after its training (no marker) is scored without retraining
     checkpoints = sorted((run_dir / "train" / "epoch_001").glob("checkpoint_*"))
-    (run_dir / "epochs" / "epoch_001" / "scores.json").unlink()
+    trained_at = json.loads((run_dir / "epochs" / "epoch_001" / "train.json").read_text())["trained_at"]
+    (run_dir / "epochs" / "epoch_001" / "done.json").unlink()
     again = run_shuffle_divide(config)
-    assert "epoch 0: done before, skipped" in capsys.readouterr().out
+    assert "epoch 0: done in an earlier run" in capsys.readouterr().out
     assert sorted((run_dir / "train" / "epoch_001").glob("checkpoint_*")) == checkpoints
-    assert again["epochs"][1]["steps"] == 3
+    assert again["epochs"][1]["steps"] == 3 and again["epochs"][1]["trained_at"] == trained_at
     for key in ("silhouette", "tfidf_silhouette", "acc", "nmi"):
         assert again["epochs"][1][key] == pytest.approx(epochs[1][key], abs=1e-6)
 
-    # an epoch scored before the TF-IDF silhouette existed gets it from its saved assignments
-    scores_file = run_dir / "epochs" / "epoch_000" / "scores.json"
-    old = json.loads(scores_file.read_text())
-    scores_file.write_text(json.dumps({k: v for k, v in old.items() if k != "tfidf_silhouette"}))
+    # how the epoch is chosen is no epoch's setting: nothing runs again
     third = run_shuffle_divide(config.model_copy(update={"select_by": "silhouette"}))
-    assert third["epochs"][0]["tfidf_silhouette"] == pytest.approx(old["tfidf_silhouette"])
-    assert json.loads(scores_file.read_text())["tfidf_silhouette"] == pytest.approx(old["tfidf_silhouette"])
+    out = capsys.readouterr().out
+    assert "epoch 0: done in an earlier run" in out and "epoch 1: done in an earlier run" in out
     assert third["selected"]["epoch"] == third["best_by_silhouette"]["epoch"]
+
+    # a changed training setting trains that epoch again from the start, not from the other fit's checkpoints
+    train = config.train.model_copy(update={"optimizer": config.train.optimizer.model_copy(update={"lr": 5e-5})})
+    fourth = run_shuffle_divide(config.model_copy(update={"train": train}))
+    out = capsys.readouterr().out
+    assert "epoch 0: done in an earlier run" in out and "epoch 1: " in out and "other settings (train.optimizer.lr)" in out
+    assert fourth["epochs"][1]["trained_at"] != trained_at and fourth["epochs"][1]["steps"] == 3
+    assert json.loads((run_dir / "epochs" / "epoch_001" / "attempt.json").read_text())["settings"]["train"][
+        "optimizer"]["lr"] == 5e-5
 
 
 @pytest.mark.ray

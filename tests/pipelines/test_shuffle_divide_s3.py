@@ -69,8 +69,8 @@ def test_job_writes_its_run_to_a_bucket_and_skips_finished_epochs_there(
     files = _relative(storage.list_files(run_dir, recursive=True), run_dir)
     for name in ("metrics.json", "manifest.json", "report.md", "pairs.json", "assignments.parquet",
                  "plots/metrics_per_epoch.png", "plots/clusters_2d.png", "plots/labels_2d.png",
-                 "epochs/epoch_000/scores.json", "epochs/epoch_000/embeddings.npy",
-                 "epochs/epoch_000/assignments.npy", "epochs/epoch_001/scores.json",
+                 "epochs/epoch_000/done.json", "epochs/epoch_000/embeddings.npy",
+                 "epochs/epoch_000/assignments.npy", "epochs/epoch_001/done.json",
                  "epochs/epoch_001/train.json", "epochs/epoch_001/model/modules.json",
                  "train/epoch_001/history.jsonl"):
         assert name in files, name
@@ -98,17 +98,17 @@ def test_job_writes_its_run_to_a_bucket_and_skips_finished_epochs_there(
     capsys.readouterr()
     again = run_shuffle_divide(config)
     printed = capsys.readouterr().out
-    assert "epoch 0: done before, skipped" in printed and "epoch 1: done before, skipped" in printed
+    assert "epoch 0: done in an earlier run" in printed and "epoch 1: done in an earlier run" in printed
     assert again["epochs"] == summary["epochs"]
     files_after = _relative(storage.list_files(run_dir, recursive=True), run_dir)
     assert [f for f in files_after if f.startswith("train/epoch_001/checkpoint_")] == checkpoints
     assert storage.read_bytes(f"{run_dir}/epochs/epoch_001/train.json") == train_json
 
-    # an epoch whose scores are missing is scored again from its model on the bucket, without training
-    storage.delete(f"{run_dir}/epochs/epoch_001/scores.json")
+    # an epoch stopped after its training (no marker) is scored again from its model on the bucket, not trained
+    storage.delete(f"{run_dir}/epochs/epoch_001/done.json")
     third = run_shuffle_divide(config)
-    assert "epoch 1: done before" not in capsys.readouterr().out
-    assert storage.is_file(f"{run_dir}/epochs/epoch_001/scores.json")
+    assert "epoch 1: done in an earlier run" not in capsys.readouterr().out
+    assert storage.is_file(f"{run_dir}/epochs/epoch_001/done.json")
     assert storage.read_bytes(f"{run_dir}/epochs/epoch_001/train.json") == train_json
     for key in ("silhouette", "tfidf_silhouette", "acc", "nmi"):
         assert third["epochs"][1][key] == pytest.approx(summary["epochs"][1][key], abs=1e-6)

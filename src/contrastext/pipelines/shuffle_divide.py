@@ -4,8 +4,10 @@ Epoch 0 is the encoder before training. Every later epoch builds fresh positive 
 re-shuffles each document's sentences or words; TF-IDF pairs stay fixed), runs one epoch of the shared
 Ray Train loop from the previous epoch's model, encodes every document, clusters, and scores. The epoch
 with the best silhouette (no labels needed; by default measured in the documents' TF-IDF space, which
-training does not move, so epochs compare fairly) gives the final model and assignments. An epoch whose
-``scores.json`` exists is not redone, so a stopped run picks up where it was.
+training does not move, so epochs compare fairly) gives the final model and assignments. Each epoch is a
+:class:`~contrastext.stages.Stage`: its ``done.json`` records the settings its outputs depend on and the model
+it started from, so a stopped run picks up where it was, and a changed setting runs that epoch and the ones
+after it again.
 
 Every output goes through :mod:`contrastext.storage`: ``output.storage_path`` may be a local folder or a URI
 (``s3://bucket/runs``), and so may the document files (and ``data_dir``).
@@ -123,6 +125,11 @@ def _epoch_dir(run_dir: Path | str, epoch: int) -> str:
     return storage.join(run_dir, "epochs", f"epoch_{epoch:03d}")
 
 
+def _fit_dir(run_dir: Path | str, epoch: int) -> str:
+    """Where an epoch's fit keeps its checkpoints (the fit's run folder)."""
+    return storage.join(run_dir, "train", f"epoch_{epoch:03d}")
+
+
 def method_of(config: ShuffleDivideConfig, k: int):
     """The job's ``ShuffleDivide``: its pair builder, negatives rule and k-means from the config. The job
     drives it an epoch at a time (each epoch's outputs kept, so a stopped run resumes)."""
@@ -199,15 +206,39 @@ def _train_epoch(epoch: int, previous_model: str, pairs: list[dict[str, Any]], r
                  method) -> dict[str, Any]:
     """The epoch's fit, through ``ShuffleDivide.train_epoch``: checkpoints under ``train/``, the model in the
     epoch's folder."""
-    result = method.train_epoch(pairs, previous_model, epoch,
-                                output=storage.join(run_dir, "train", f"epoch_{epoch:03d}"),
+    result = method.train_epoch(pairs, previous_model, epoch, output=_fit_dir(run_dir, epoch),
                                 export_to=storage.join(_epoch_dir(run_dir, epoch), "model"))
     row = {"loss": result.mean_loss, "steps": result.steps, "pairs": len(pairs), "rows_skipped": result.rows_skipped,
-           "train_s": result.seconds}
+           "train_s": result.seconds, "trained_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     if method.negatives.group_column:
         sizes = np.bincount([p["group"] for p in pairs if p["group"] >= 0])
         row["negative_groups"] = int((sizes > 0).sum())
     return row
+
+
+#: training settings that change how an epoch runs, not what it makes (the start model is in ``start``)
+_HOW_NOT_WHAT = {"encoder": {"model"}, "scaling": True, "checkpoint_every_steps": True, "keep_checkpoints": True,
+                 "eval_every_steps": True, "log_every_steps": True, "max_failures": True}
+
+
+def epoch_settings(config: ShuffleDivideConfig, epoch: int, k: int, docs_path: Path | str, train_path: Path | str,
+                   start: dict[str, Any]) -> dict[str, Any]:
+    """What an epoch's outputs depend on, for its done-marker: the documents, k and how they are clustered and
+    scored, the model it starts from (with when that model was trained, so an epoch trained again invalidates
+    the ones after it) and, for a training epoch, how its pairs and negatives are made and the training.
+    How the final epoch is chosen (``select_by``) and which models are kept are not among them."""
+    settings: dict[str, Any] = {
+        "documents": {"path": str(docs_path), **config.documents.model_dump(mode="json", exclude={"path"})},
+        "k": k, "kmeans": {"niter": config.kmeans_niter, "nredo": config.kmeans_nredo, "seed": config.train.seed},
+        "encode_max_length": config.encode_max_length, "silhouette_sample_size": config.silhouette_sample_size,
+        "start": start}
+    if epoch > 0:
+        train_documents = config.train_documents.model_dump(mode="json", exclude={"path"}) if config.train_documents else None
+        settings |= {"train_documents": {"path": str(train_path), **(train_documents or {})},
+                     "pair_method": config.pair_method, "shuffle_unit": config.shuffle_unit,
+                     "min_units": config.min_units, "negatives": config.negatives,
+                     "train": config.train.model_dump(mode="json", exclude=_HOW_NOT_WHAT)}
+    return settings
 
 
 # ---------------------------------------------------------------- the job
@@ -252,25 +283,22 @@ def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
             cache["tfidf"] = tfidf_matrix(docs.texts)
         return cache["tfidf"]
 
+    start = {"model": model, "trained_at": None}
     for epoch in range(config.epochs + 1):
-        # an epoch is done when its scores.json is there (written last); its settings are the run's own
-        stage = Stage(JOB, f"epoch {epoch}")
         epoch_dir = _epoch_dir(run_dir, epoch)
-        scores_file = storage.join(epoch_dir, "scores.json")
-        if storage.is_file(scores_file):
-            row = storage.read_json(scores_file)
-            stage.say("done before, skipped")
-            if "tfidf_silhouette" not in row:  # scored before this score existed
-                saved = storage.read_npy(storage.join(epoch_dir, "assignments.npy"))
-                row["tfidf_silhouette"] = _tfidf_silhouette(saved, reference(), config)
-                write_json_atomic(scores_file, row)
+        stage = Stage(JOB, f"epoch {epoch}", epoch_dir, epoch_settings(config, epoch, k, docs_path, train_path, start))
+        done = stage.finished()
+        if done is not None:
+            row = done["result"]
         else:
             row = {"epoch": epoch}
             if epoch > 0:
                 t = time.perf_counter()
                 train_file = storage.join(epoch_dir, "train.json")
+                # what a stopped attempt with these settings left is resumed; another attempt's is deleted
+                stage.begin("model", "train.json", "train_groups.npy", _fit_dir(run_dir, epoch))
                 trained = storage.is_file(storage.join(epoch_dir, "model", "modules.json"))
-                if not (trained and storage.is_file(train_file)):
+                if not (trained and storage.is_file(train_file)):  # a stopped epoch that trained is only scored
                     if not prepared:
                         pair_stats = _prepare_training(train_docs, method, timings, config)
                         write_json_atomic(pairs_file, pair_stats)
@@ -288,10 +316,11 @@ def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
             row.update(scores, model=epoch_model, encode_cluster_s=time.perf_counter() - t)
             storage.write_npy(storage.join(epoch_dir, "embeddings.npy"), embeddings)
             storage.write_npy(storage.join(epoch_dir, "assignments.npy"), assignments)
-            write_json_atomic(scores_file, row)  # last: its presence marks the epoch complete
+            stage.mark_done(row)  # last: the marker says the epoch's outputs are all there
         rows.append(row)
         stage.say(", ".join(f"{key} {row[key]:.4f}" for key in ("loss", *_SCORE_KEYS) if row.get(key) is not None))
         model = row["model"]
+        start = {"model": model, "trained_at": row.get("trained_at")}
         if not config.keep_epoch_models:
             _drop_stale_models(run_dir, rows, config.select_by)
 

@@ -260,6 +260,7 @@ def _stage_pretrain(config: WCSBertConfig, run: str) -> dict[str, Any]:
               f"{before.get('map@3', float('nan')):.3f}")
     started = time.perf_counter()
     model = storage.join(stage.folder, "model")
+    stage.begin("fit", "model")  # an interrupted fit with these settings resumes; another one's is deleted
     result = fit(dataset, train, OutputConfig(storage_path=stage.folder, name="fit"),
                  eval_fn=evaluator if queries else None, rows=rows, export_model_to=model)
     after = evaluator(train.encoder.load(model)) if queries else {}
@@ -510,6 +511,7 @@ def _self_training(run: _Run, model_0: str) -> tuple[list[dict[str, Any]], Round
                       defaults=settings_before_they_existed(model))
         done = stage.finished()
         if done is None:
+            stage.begin("fit", "model")  # an interrupted fit with these settings resumes; another one's is deleted
             record = _self_training_round(run, r, stage.folder, model, model_0, embeddings_dir, previous_labels)
             if guard is not None:
                 record |= guard_fields(guard.score(record["model"], record["embeddings"]))
