@@ -16,6 +16,8 @@ with the avx512_vnni config, into a temporary folder), median of ``--repeats`` i
 its zero-shot accuracy on the same texts (AG News labels). sentence-transformers runs in ``--peer-python``
 (``st_peer.py``): its ONNX rows need optimum-onnx, whose releases pin an older transformers, so the peer is
 usually an environment of its own; without optimum those rows say why they did not run.
+``--int8-without-vnni`` runs contrastext's int8 row on a CPU without an int8 dot-product instruction set
+(``auto`` never uses int8 there; this measures what it would give).
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ def main() -> None:
     parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
                         help="of both encoders (auto: bf16 on GPU, fp32 on CPU)")
     parser.add_argument("--backends", action="store_true", help="compare the inference backends (CPU)")
+    parser.add_argument("--int8-without-vnni", action="store_true",
+                        help="--backends: run the int8 row even where the CPU lacks VNNI / AMX (auto does not)")
     parser.add_argument("--peer-python", default=sys.executable,
                         help="--backends: the Python whose sentence-transformers (with optimum-onnx for its ONNX "
                              "rows) is measured, by st_peer.py (default: this one)")
@@ -177,6 +181,10 @@ def compare_backends(args) -> None:
     texts = [f"{title}. {body}" for title, body in rows]
     gold = ag_news_gold(len(texts))
     path = str(resolve_model_path(args.model))
+    if args.int8_without_vnni:
+        import contrastext.models.onnx_backend as onnx_backend
+
+        onnx_backend.int8_cpu_reason = lambda: None  # measure int8 here although auto would not use it
     contenders, export_s = {}, {}
     for backend in ("torch", "onnx", "onnx-int8"):
         encoder = TextEncoder.from_pretrained(args.model, max_length=args.max_length, device="cpu", backend=backend)
@@ -200,6 +208,7 @@ def compare_backends(args) -> None:
                 times[f"sentence-transformers {name}"].append(seconds)
         label_set = ZeroShotClassifier(contenders["contrastext torch"][0]).label_set(AG_NEWS_LABELS)
         result = {"texts": len(texts), "batch_size": args.batch_size, "max_length": args.max_length,
+                  "int8_without_vnni": args.int8_without_vnni,
                   "threads": torch.get_num_threads(), "peer_threads": peer.threads, "peer_python": args.peer_python,
                   "export_s": export_s, "skipped": skipped, "rows": {}}
         table = []

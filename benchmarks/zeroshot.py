@@ -2,11 +2,13 @@
 
     python benchmarks/zeroshot.py [--datasets agnews 20ng vital] [--variants untrained base calibration ...]
                                   [--best calibration,crops] [--pool-rows 2000] [--eval-rows 1000]
-                                  [--rounds 2] [--out runs/zeroshot] [--verbose]
+                                  [--rounds 2] [--encoder bundled:mpnet] [--set KEY=VALUE ...]
+                                  [--out runs/zeroshot] [--verbose]
 
 Each row is one run of the ``wcsbert_selftrain`` job (``run_wcsbert``, no Wikipedia pretraining) with the
 bundled MiniLM: it self-trains on a seeded sample of one half of the texts (labels never read) and is
-scored on a sample of the other half; the figure is the kept model's accuracy (the guard chooses it), the
+scored on a sample of the other half (``--encoder`` self-trains another model: its runs go under a folder
+of its own name, its results to ``zeroshot_<encoder>.json``); the figure is the kept model's accuracy (the guard chooses it), the
 time that of the run that made it.
 
 - agnews: the AG News test set, ``configs/wcsbert_agnews_half.yaml`` (World / Sports / Business / Sci/Tech);
@@ -143,17 +145,20 @@ def labelled_probe(run: Path, config: WCSBertConfig) -> float:
 def run_one(dataset: str, variant: str, args: argparse.Namespace) -> dict:
     from contrastext.pipelines.wcsbert import run_wcsbert
 
+    out = run_folder(args, dataset)
     sets = ["pretrain.enabled=false", "pool.source=texts", f"pool.max_rows={args.pool_rows}",
             f"evaluation.max_rows={args.eval_rows}", f"rounds.rounds={args.rounds}", "plots=false",
-            "evaluation.baselines=false", f"data_dir={DATA_DIR}", f"output.storage_path={args.out / dataset}",
+            "evaluation.baselines=false", f"data_dir={DATA_DIR}", f"output.storage_path={out}",
             f"output.name={variant}"]
+    if args.encoder:
+        sets.append(f"encoder.model={args.encoder}")
     template = load_config(WCSBertConfig, DATASETS[dataset]).labels.template
-    sets += variant_overrides(variant, args.best, template)
+    sets += variant_overrides(variant, args.best, template) + args.set
     config = load_config(WCSBertConfig, DATASETS[dataset], overrides=sets)
     if variant == "probe":  # on the pool of the untrained run
         run_one(dataset, "untrained", args)
         return probe_row(dataset, args, config)
-    timing = args.out / dataset / variant / "zeroshot_seconds.json"  # the run's own time, kept for read-backs
+    timing = out / variant / "zeroshot_seconds.json"  # the run's own time, kept for read-backs
     started = time.perf_counter()
     summary = run_wcsbert(config)
     if not timing.is_file():
@@ -164,14 +169,24 @@ def run_one(dataset: str, variant: str, args: argparse.Namespace) -> dict:
             "macro_f1": summary["final"]["macro_f1"], "chosen_round": summary["chosen_round"],
             "round_accuracy": [r.get("eval_accuracy") for r in rounds],
             "text_pairs": [r.get("text_pairs", 0) for r in rounds],
-            "pseudo_labels": pool_label_quality(args.out / dataset / variant, config, len(rounds)),
+            "pseudo_labels": pool_label_quality(out / variant, config, len(rounds)),
+            "head": summary.get("chosen_head"),
+            "delivered": (summary["final"].get("delivered") or {}).get("accuracy", summary["final"]["accuracy"]),
+            "prototypes": (summary["final"].get("prototypes") or {}).get("accuracy"),
             "seconds": seconds, "overrides": sets}
+
+
+def run_folder(args: argparse.Namespace, dataset: str) -> Path:
+    """Where a dataset's runs go: under the encoder's name when one is given, so encoders never share a run."""
+    if not args.encoder:
+        return args.out / dataset
+    return args.out / args.encoder.replace(":", "_").replace("/", "_") / dataset
 
 
 def probe_row(dataset: str, args: argparse.Namespace, config: WCSBertConfig) -> dict:
     """The labelled probe on the pool of the untrained run, timed on its own."""
     started = time.perf_counter()
-    accuracy = labelled_probe(args.out / dataset / "untrained", config)
+    accuracy = labelled_probe(run_folder(args, dataset) / "untrained", config)
     return {"dataset": dataset, "variant": "probe", "accuracy": accuracy, "macro_f1": None, "chosen_round": "-",
             "round_accuracy": [], "text_pairs": [], "pseudo_labels": [],
             "seconds": round(time.perf_counter() - started, 1), "overrides": []}
@@ -186,6 +201,10 @@ def main() -> None:
     parser.add_argument("--pool-rows", type=int, default=2000)
     parser.add_argument("--eval-rows", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--encoder", default=None, help="the model to self-train (a spec such as "
+                        "bundled:mpnet; default: the job's)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="one more job setting for every run (repeatable), e.g. rounds.train.max_steps=20")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "runs" / "zeroshot")
     parser.add_argument("--verbose", action="store_true", help="print Ray's own logs too")
     args = parser.parse_args()
@@ -198,12 +217,13 @@ def main() -> None:
     args.out = args.out.resolve()
 
     rows: list[dict] = []
+    result_name = "zeroshot" + (f"_{run_folder(args, '').parent.name}" if args.encoder else "")
     result = {"pool_rows": args.pool_rows, "eval_rows": args.eval_rows, "rounds": args.rounds, "best": args.best,
-              "rows": rows}
+              "encoder": args.encoder or WCSBertConfig().encoder.model, "settings": args.set, "rows": rows}
     for dataset in args.datasets:
         for variant in args.variants:
             rows.append(run_one(dataset, variant, args))
-            write_result("zeroshot", result)  # after every run: a stopped benchmark keeps what it measured
+            write_result(result_name, result)  # after every run: a stopped benchmark keeps what it measured
             print(f"zeroshot: {dataset} {variant}: accuracy {rows[-1]['accuracy']:.4f} "
                   f"({rows[-1]['seconds']:.0f} s)", flush=True)
     headers = ["dataset", "variant", "accuracy", "macro F1", "kept round", "per round",
@@ -215,7 +235,7 @@ def main() -> None:
                                     if q["kept_right"] is not None) or "-",
                            f"{r['seconds']:.0f}"] for r in rows], headers)
     print(table)
-    print(f"written to {write_result('zeroshot', result)}")
+    print(f"written to {write_result(result_name, result)}")
 
 
 if __name__ == "__main__":
