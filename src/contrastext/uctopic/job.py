@@ -150,6 +150,7 @@ def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
     done = finished_summary(stage)
     if done is not None:
         return done
+    stage.begin(run_dir)  # the fit trains in the stage's folder: only an attempt with these settings resumes it
     settings = config.pretrain
     init_ray(config.ray)
     pages, source = wiki_pages_dataset(settings)
@@ -225,6 +226,7 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
     done = finished_summary(stage)
     if done is not None:
         return done
+    stage.begin(run_dir)  # the fit trains in the stage's folder: only an attempt with these settings resumes it
     settings = config.finetune
     loaded = load_phrase_source(settings.data, config.seed)
     instances = loaded.instances

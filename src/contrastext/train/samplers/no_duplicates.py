@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Generic, TypeVar
 
-
-
 T = TypeVar("T")
 
 __all__ = ["iter_no_duplicate_batches"]
