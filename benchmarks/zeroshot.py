@@ -176,11 +176,15 @@ def run_one(dataset: str, variant: str, args: argparse.Namespace) -> dict:
             "seconds": seconds, "overrides": sets}
 
 
+def encoder_slug(args: argparse.Namespace) -> str | None:
+    """The encoder given by ``--encoder`` as a file name (None: the job's own)."""
+    return args.encoder.replace(":", "_").replace("/", "_") if args.encoder else None
+
+
 def run_folder(args: argparse.Namespace, dataset: str) -> Path:
     """Where a dataset's runs go: under the encoder's name when one is given, so encoders never share a run."""
-    if not args.encoder:
-        return args.out / dataset
-    return args.out / args.encoder.replace(":", "_").replace("/", "_") / dataset
+    slug = encoder_slug(args)
+    return args.out / slug / dataset if slug else args.out / dataset
 
 
 def probe_row(dataset: str, args: argparse.Namespace, config: WCSBertConfig) -> dict:
@@ -217,7 +221,7 @@ def main() -> None:
     args.out = args.out.resolve()
 
     rows: list[dict] = []
-    result_name = "zeroshot" + (f"_{run_folder(args, '').parent.name}" if args.encoder else "")
+    result_name = "zeroshot" + (f"_{encoder_slug(args)}" if args.encoder else "")
     result = {"pool_rows": args.pool_rows, "eval_rows": args.eval_rows, "rounds": args.rounds, "best": args.best,
               "encoder": args.encoder or WCSBertConfig().encoder.model, "settings": args.set, "rows": rows}
     for dataset in args.datasets:
