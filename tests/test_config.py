@@ -164,11 +164,26 @@ output:
     assert config.train.seed == 42
 
 
-def test_a_partial_train_section_replaces_the_job_default_factory(tmp_path):
-    # a ``train:`` block in the file builds TrainConfig from its own defaults, not the quick-start's
-    config = load_config(FitJobConfig, _write(tmp_path, "train:\n  epochs: 2\n"))
-    assert config.train.epochs == 2
-    assert config.train.batch_size == 32
+def test_a_partial_section_keeps_the_jobs_other_defaults_as_set_does(tmp_path):
+    # a ``train:`` block in the file changes what it names; the quick-start's batch size stays, as with --set
+    config = load_config(FitJobConfig, _write(tmp_path, "train:\n  epochs: 2\n  optimizer: {lr: 0.001}\n"
+                                                        "output: {storage_path: s3://bucket/runs}\n"))
+    assert config.train.epochs == 2 and config.train.optimizer.lr == pytest.approx(1e-3)
+    assert config.train.batch_size == 16 and config.train.checkpoint_every_steps is None
+    assert config.train.optimizer.weight_decay == TrainConfig().optimizer.weight_decay
+    assert config.output.storage_path == "s3://bucket/runs" and config.output.name == "quickstart"
+    assert config == load_config(FitJobConfig, overrides=["train.epochs=2", "train.optimizer.lr=0.001",
+                                                          "output.storage_path=s3://bucket/runs"])
+
+
+def test_a_free_mapping_in_the_file_replaces_the_default_one(tmp_path):
+    from contrastext.selftrain.config import WCSBertConfig
+
+    # the job's default aliases belong to its default labels: a file's labels and aliases replace them whole
+    config = load_config(WCSBertConfig, _write(tmp_path, "labels:\n  names: [Tennis, Golf]\n"
+                                                         "  aliases: {Golf: [putting]}\n"))
+    assert config.labels.names == ["Tennis", "Golf"] and config.labels.aliases == {"Golf": ["putting"]}
+    assert config.labels.template == WCSBertConfig().labels.template and config.output.name == "wcsbert"
 
 
 def test_empty_yaml_file_is_the_defaults(tmp_path):

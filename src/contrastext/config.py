@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -17,9 +17,14 @@ if TYPE_CHECKING:
 
 
 class Settings(BaseModel):
-    """Base for every config block: unknown keys are errors, so a typo never passes silently."""
+    """Base for every config block: unknown keys are errors, so a typo never passes silently.
+
+    ``replaced_whole``: a YAML file that gives this block replaces the default one rather than merging into
+    it (a data source: another file's columns and reader must not mix with the default dataset's).
+    """
 
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
+    replaced_whole: ClassVar[bool] = False
 
 
 BackendName = Literal["torch", "onnx", "onnx-int8", "auto"]
@@ -214,6 +219,37 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
+def _section_model(annotation: Any) -> type[BaseModel] | None:
+    """The settings class a field holds, when it holds exactly one (``X`` or ``X | None``); else None."""
+    import types
+    import typing
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return None if getattr(annotation, "replaced_whole", False) else annotation
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        models = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(models) == 1:
+            return _section_model(models[0])
+    return None
+
+
+def merge_into_defaults(model: type[BaseModel], defaults: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` (a YAML file's settings) over ``defaults``, section by section, as ``--set`` does: a section
+    the file names keeps the job's defaults for the settings it leaves out (``output: {storage_path: ...}``
+    keeps the job's ``output.name``). A free mapping (aliases, loss parameters), a data source
+    (``Settings.replaced_whole``) or a section that may take several kinds is replaced whole, since merging
+    would mix two settings' keys."""
+    merged = dict(defaults)
+    for key, value in given.items():
+        field = model.model_fields.get(key)
+        section = _section_model(field.annotation) if field is not None else None
+        if section is not None and isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_into_defaults(section, merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
 def _defaults(model: type[BaseModel]) -> dict[str, Any]:
     """Every setting of ``model`` that has a default, as plain data."""
     out = {}
@@ -233,7 +269,7 @@ def load_config(model: type[ConfigT], path: str | os.PathLike[str] | None = None
             loaded = _yaml_load(f) or {}
         if not isinstance(loaded, dict):
             raise ValueError(f"{path}: the top level must be a mapping, not {type(loaded).__name__}.")
-        data = loaded
+        data = merge_into_defaults(model, _defaults(model), loaded)
     if overrides:
         # overrides apply over the model's defaults, so nested defaults factories are honoured
         try:

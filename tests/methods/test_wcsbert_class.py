@@ -4,7 +4,7 @@ model on held-out texts; the round-0 model is the plain zero-shot classifier; sa
 import numpy as np
 import pytest
 
-from conftest import AG_NEWS_ALIASES, AG_NEWS_LABELS, AG_NEWS_TEMPLATE
+from conftest import AG_NEWS_ALIASES, AG_NEWS_LABELS, AG_NEWS_MAX_LENGTH, AG_NEWS_TEMPLATE
 from contrastext import WCSBert
 
 LABELS, ALIASES, TEMPLATE = AG_NEWS_LABELS, AG_NEWS_ALIASES, AG_NEWS_TEMPLATE
@@ -23,7 +23,7 @@ def _accuracy(model: WCSBert, texts, gold) -> float:
 @pytest.fixture(scope="module")
 def untrained(ag_news):
     pool, _, _ = ag_news
-    return WCSBert(rounds=0, template=TEMPLATE).fit(pool, LABELS, ALIASES)
+    return WCSBert(rounds=0, template=TEMPLATE, max_length=AG_NEWS_MAX_LENGTH).fit(pool, LABELS, ALIASES)
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +47,8 @@ def test_round_zero_is_the_untrained_zero_shot_classifier(untrained, ag_news):
 def test_one_round_of_self_training_beats_the_untrained_model_on_held_out_texts(untrained, self_trained, ag_news):
     _, held_out, gold = ag_news
     before, after = _accuracy(untrained, held_out, gold), _accuracy(self_trained, held_out, gold)
-    # measured: 0.705 untrained, 0.805 after one round (400 pool texts, half of each label kept)
-    assert before == pytest.approx(0.705, abs=0.03)
+    # measured: 0.703 untrained at 64 tokens (0.705 at 128); one round on 400 pool texts adds about 0.1
+    assert before == pytest.approx(0.703, abs=0.03)
     assert after >= before + 0.05, (before, after)
     (record,) = self_trained.history_
     # each kept text paired with its label's prompt and (the default) with another kept text of its label

@@ -36,6 +36,8 @@ EMPTY_TEXT = "missing or empty text"
 
 
 class TextSource(Settings):
+    replaced_whole = True  # a YAML file's source is read as given, never merged with the default one
+
     path: str | None = Field(None, description="file or folder (local or URI); relative paths are read under "
                                                "the data folder (None: the dataset's own file, found or fetched)")
     dataset: Literal["vital_articles"] | None = Field(

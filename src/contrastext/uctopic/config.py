@@ -52,6 +52,8 @@ class NgramSettingsConfig(Settings):
 class PhraseSource(Settings):
     """Phrase instances of a target collection: CoNLL entities, or candidate phrases of documents."""
 
+    replaced_whole = True  # a YAML file's source is read as given, never merged with the default one
+
     conll: str | None = Field(None, description="CoNLL-style file: its entities are the phrases")
     labels: list[str] = Field(default_factory=lambda: ["PER", "LOC", "ORG"], description="CoNLL types kept")
     documents: TextSource | None = Field(
