@@ -42,7 +42,7 @@ def _texts(rows: int) -> list[str]:
 def _classifier(folder: Path) -> Path:
     from contrastext import WCSBert
 
-    return WCSBert("bundled:minilm", rounds=0, max_length=128).fit(["a text"] * 8, LABELS).save(folder)
+    return WCSBert("bundled:minilm", rounds=0, max_length=128, heads=["prompts"]).fit(["a text"] * 8, LABELS).save(folder)
 
 
 def plain_loop(model: Path, data: Path, out: Path, chunk_rows: int, batch_size: int, threads: int) -> dict:

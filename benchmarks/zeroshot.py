@@ -66,8 +66,8 @@ VARIANTS = ["untrained", "base", *OPTIONS, "best", "default", "probe"]
 
 def variant_overrides(variant: str, best: list[str], template: str) -> list[str]:
     """The job settings of ``variant``; ``template``: the dataset's own prompt."""
-    if variant in ("untrained", "probe"):
-        return ["rounds.rounds=0"]
+    if variant in ("untrained", "probe"):  # the plain zero-shot model: no round, the prompts delivered
+        return ["rounds.rounds=0", "rounds.heads=[prompts]"]
     if variant == "default":
         return []
     options = {"base": [], "best": best}.get(variant, [variant])

@@ -96,3 +96,17 @@ def test_a_pool_too_small_for_the_labels_is_refused_before_training(ray_session,
     with pytest.raises(ValueError, match="the pool has 30 texts for 11 labels: self-training needs at least 55"):
         run_wcsbert(_config(tmp_path, tiny_encoder_dir, "pool.max_rows=30"))
     assert not (tmp_path / "runs" / "wcsbert" / "round_0").exists()
+
+
+def test_with_no_round_the_guard_still_chooses_the_head_delivered(ray_session, tiny_encoder_dir, tmp_path):
+    from contrastext import WCSBert
+    from contrastext.selftrain.guard import PROTOTYPE_MARGIN
+
+    summary = run_wcsbert(_config(tmp_path, tiny_encoder_dir, "rounds.rounds=0", "pretrain.enabled=false"))
+    assert summary["rounds"] == [] and summary["chosen_round"] == 0
+    heads = summary["guard_round_0_parts"]["guard_heads"]
+    assert set(heads) == {"prompts", "prototypes"} and summary["guard_round_0"] == heads["prompts"]
+    assert summary["chosen_head"] == ("prototypes" if heads["prototypes"] > heads["prompts"] + PROTOTYPE_MARGIN
+                                      else "prompts")
+    delivered = WCSBert.load(summary["delivered"])
+    assert delivered.head.kind == summary["chosen_head"] == summary["final"]["delivered"]["head"]

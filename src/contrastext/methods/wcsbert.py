@@ -123,6 +123,11 @@ class WCSBert:
         self.history_: list[dict[str, Any]] = []
 
     @property
+    def chooses_head(self) -> bool:
+        """Whether the guard chooses the head (it is on and a head other than the prompts is asked for)."""
+        return self.guard and self.heads != ("prompts",)
+
+    @property
     def prompts(self) -> tuple[str, ...]:
         """The templates that score the labels: ``templates``, or ``template`` alone."""
         return self.templates or (self.template,)
@@ -138,7 +143,7 @@ class WCSBert:
         encoder = load_text_encoder(self.encoder, self.max_length)
         self.history_, self.chosen_round_, self.stop_reason_, self.guard_round_0_ = [], 0, None, None
         self.chosen_head_, head = "prompts", None
-        if self.rounds:
+        if self.rounds or self.chooses_head:  # with no round the guard still chooses the untrained model's head
             with work_folder(self.work_dir, "wcsbert") as folder:
                 encoder, head = self._self_train(encoder, texts, folder, on_round)
         self.encoder_ = encoder
