@@ -113,7 +113,7 @@ SETS: dict[str, LabelSetSpec] = {
 
 
 # ------------------------------------------------------------------------------------------- the texts
-def _relabelled(data: LabelledTexts, spec: LabelSetSpec) -> LabelledTexts:
+def relabelled(data: LabelledTexts, spec: LabelSetSpec) -> LabelledTexts:
     rows = [i for i, label in enumerate(data.labels) if spec.keep is None or label in spec.keep]
     data = data.subset(rows)
     rename = spec.rename or {}
@@ -123,7 +123,7 @@ def _relabelled(data: LabelledTexts, spec: LabelSetSpec) -> LabelledTexts:
     return LabelledTexts(data.texts, labels, names)
 
 
-def _sample(data: LabelledTexts, rows: int, shares: dict[str, float] | None, rename: dict[str, str],
+def sample_rows(data: LabelledTexts, rows: int, shares: dict[str, float] | None, rename: dict[str, str],
             rng: np.random.Generator) -> LabelledTexts:
     """A seeded sample of ``rows`` texts, each label taking its share when ``shares`` are given."""
     if shares is None:
@@ -140,12 +140,14 @@ def _sample(data: LabelledTexts, rows: int, shares: dict[str, float] | None, ren
     return data.subset(sorted(chosen))
 
 
-def pool_and_eval(spec: LabelSetSpec, pool_rows: int, eval_rows: int) -> tuple[LabelledTexts, LabelledTexts]:
-    """The pool (first half) and the evaluation texts (second half) of a set, labels renamed."""
-    data = _relabelled(load_texts(spec.source, DATA_DIR), spec)
+def pool_and_eval(spec: LabelSetSpec, pool_rows: int, eval_rows: int,
+                  seed: int = 0) -> tuple[LabelledTexts, LabelledTexts]:
+    """The pool (first half) and the evaluation texts (second half) of a set, labels renamed; another ``seed``
+    draws another sample of each half (0: the record's own)."""
+    data = relabelled(load_texts(spec.source, DATA_DIR), spec)
     first, second = data.split_halves(0)
-    return (_sample(first, pool_rows, spec.shares, spec.rename or {}, np.random.default_rng(2)),
-            _sample(second, eval_rows, spec.shares, spec.rename or {}, np.random.default_rng(1)))
+    return (sample_rows(first, pool_rows, spec.shares, spec.rename or {}, np.random.default_rng(2 + 10 * seed)),
+            sample_rows(second, eval_rows, spec.shares, spec.rename or {}, np.random.default_rng(1 + 10 * seed)))
 
 
 # ------------------------------------------------------------------------------------------- signals

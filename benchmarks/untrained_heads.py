@@ -19,22 +19,12 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from _common import DATA_DIR, REPO_ROOT  # noqa: E402
-from guard_record import SETS, _relabelled, _sample  # noqa: E402
+from _common import REPO_ROOT  # noqa: E402
+from guard_record import SETS, pool_and_eval  # noqa: E402
 
-from contrastext.data.sources import load_texts  # noqa: E402
 from contrastext.report import format_table  # noqa: E402
 
 RESULT = REPO_ROOT / "benchmarks" / "results" / "untrained_heads.json"
-
-
-def pool_and_eval(spec, pool_rows: int, eval_rows: int, seed: int):
-    """The guard record's pool (first half) and evaluation texts (second half); seed 0 draws its own sample."""
-    data = _relabelled(load_texts(spec.source, DATA_DIR), spec)
-    first, second = data.split_halves(0)
-    rename = spec.rename or {}
-    return (_sample(first, pool_rows, spec.shares, rename, np.random.default_rng(2 + 10 * seed)),
-            _sample(second, eval_rows, spec.shares, rename, np.random.default_rng(1 + 10 * seed)))
 
 
 def run(name: str, seed: int, args) -> dict:
