@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -149,6 +150,29 @@ def test_killed_encode_resumes_with_one_row_per_page(ray_session, tiny_encoder_d
 
     again = run_encode_corpus(config)  # complete: nothing left to do
     assert again["shards_kept"] == 60 and again["shards_written"] == 0 and again["rows"] == 3000
+
+
+def test_a_file_a_lost_writer_leaves_during_the_run_is_removed_at_its_end(ray_session, tiny_encoder_dir, tmp_path):
+    # a writer on a node lost mid-run leaves its shard under a temporary name, and the shard is written again
+    _synthetic_pages(tmp_path / "pages", 300, files=1)
+    run_dir = tmp_path / "emb"
+    left = run_dir / "shard-00000.h5.tmp-lost"
+    dropped_while_running = threading.Event()
+
+    def lose_a_writer() -> None:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and not list(run_dir.glob("shard-*.h5")):
+            time.sleep(0.01)
+        left.write_bytes(b"half a shard")
+        dropped_while_running.set()
+
+    writer = threading.Thread(target=lose_a_writer, daemon=True)
+    writer.start()
+    summary = run_encode_corpus(_encode_config(tmp_path / "pages", tmp_path, tiny_encoder_dir, rows_per_shard=10))
+    writer.join(timeout=5)
+    assert dropped_while_running.is_set() and summary["shards_written"] == 30
+    assert not left.exists() and summary["partial_files_removed"] == 1
+    assert H5Corpus(run_dir).verify() == []
 
 
 def test_other_configuration_on_existing_shards_is_refused(ray_session, tiny_encoder_dir, tmp_path):

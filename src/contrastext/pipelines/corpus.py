@@ -405,6 +405,8 @@ def run_encode_corpus(config: EncodeCorpusConfig, *, table: bool = True) -> dict
             completed_at.append((encoding.seconds, entry["rows"]))
             encoding.progress("shard", len(entries), len(pending), rows_encoded, "pages")
     timings["encode"] = encoding.seconds
+    # a writer on a node lost during this run leaves its half-moved file; its shard was written again
+    removed += remove_partial_files(run_dir)
 
     # -- every shard must now be complete; the manifest lists them all
     shards = []
