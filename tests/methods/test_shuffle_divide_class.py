@@ -55,13 +55,17 @@ def untrained(articles):
 def test_an_epoch_pulls_halves_together_and_the_three_sports_cluster_exactly(ray_session, articles, untrained,
                                                                               tmp_path):
     documents, labels = articles
-    train = default_shuffle_divide_train().model_copy(update={"batch_size": 5})
+    # three steps at the shipped 3e-5, the first a warm-up step at rate 0, moved the margin by 0.01 to 0.08
+    # with the order Ray Data fed the batches in; three full steps at 1e-4 moved it from 0.06 to 0.34
+    default = default_shuffle_divide_train()
+    optimizer = default.optimizer.model_copy(update={"lr": 1e-4, "warmup_ratio": 0.0})
+    train = default.model_copy(update={"batch_size": 5, "optimizer": optimizer})
     model = ShuffleDivide(n_clusters=3, epochs=1, max_length=128, train=train, work_dir=tmp_path)
     clusters = model.fit_predict(documents)
     assert clustering_accuracy(labels, clusters) == 1.0
     (record,) = model.history_
     assert record["pairs"] == 15 and record["steps"] == 3
-    assert _halves_margin(model, documents) > _halves_margin(untrained, documents) + 0.01
+    assert _halves_margin(model, documents) > _halves_margin(untrained, documents) + 0.1
     # the saved encoder is the trained one: a new ShuffleDivide starting from it embeds alike
     reloaded = ShuffleDivide(str(model.save(tmp_path / "encoder")), epochs=0, max_length=128).fit(documents)
     np.testing.assert_allclose(reloaded.transform(documents[:3]), model.transform(documents[:3]), atol=1e-5)
