@@ -186,6 +186,37 @@ def test_a_free_mapping_in_the_file_replaces_the_default_one(tmp_path):
     assert config.labels.template == WCSBertConfig().labels.template and config.output.name == "wcsbert"
 
 
+def test_a_data_source_in_the_file_replaces_the_default_one(tmp_path):
+    from contrastext.pipelines.supcon_classify import SupconClassifyConfig
+    from contrastext.selftrain.config import WCSBertConfig
+
+    # another file's reader and columns must not meet the default dataset's (the Vital articles)
+    config = load_config(WCSBertConfig, _write(tmp_path, "pool:\n  texts: {path: notes.jsonl}\n"))
+    assert config.pool.texts.path == "notes.jsonl" and config.pool.texts.dataset is None
+    assert config.pool.max_rows == WCSBertConfig().pool.max_rows  # the section's other settings stay
+    # the classify job's earlier keys name both sources: they do not meet the default 20NG sources
+    data = load_config(SupconClassifyConfig, _write(tmp_path, "data: {train_file: a.jsonl, test_file: b.jsonl}\n")).data
+    assert (data.train.path, data.test.path) == ("a.jsonl", "b.jsonl")
+
+
+def test_another_loss_does_not_inherit_the_default_losss_params(tmp_path):
+    from contrastext.pipelines.shuffle_divide import ShuffleDivideConfig
+
+    # Shuffle & Divide's default loss is NT-Xent with a temperature, which MNR does not take
+    assert ShuffleDivideConfig().train.loss.params == {"temperature": 0.1}
+    from_file = load_config(ShuffleDivideConfig, _write(tmp_path, "train:\n  loss: {name: mnr}\n"))
+    assert from_file.train.loss.name == "mnr" and from_file.train.loss.params == {}
+    assert load_config(ShuffleDivideConfig, overrides=["train.loss.name=mnr"]).train.loss == from_file.train.loss
+    for overrides in (["train.loss.name=mnr", "train.loss.params.scale=20"],
+                      ["train.loss.params.scale=20", "train.loss.name=mnr"]):
+        assert load_config(ShuffleDivideConfig, overrides=overrides).train.loss.params == {"scale": 20}
+    # the same loss keeps its parameters, and a file's parameters alone keep the default loss
+    assert load_config(ShuffleDivideConfig, overrides=["train.loss.name=ntxent"]).train.loss.params == {
+        "temperature": 0.1}
+    only_params = load_config(ShuffleDivideConfig, _write(tmp_path, "train:\n  loss: {params: {temperature: 0.2}}\n"))
+    assert only_params.train.loss.name == "ntxent" and only_params.train.loss.params == {"temperature": 0.2}
+
+
 def test_empty_yaml_file_is_the_defaults(tmp_path):
     assert load_config(FitJobConfig, _write(tmp_path, "")) == FitJobConfig()
 

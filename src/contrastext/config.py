@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 from pathlib import Path
@@ -21,10 +22,13 @@ class Settings(BaseModel):
 
     ``replaced_whole``: a YAML file that gives this block replaces the default one rather than merging into
     it (a data source: another file's columns and reader must not mix with the default dataset's).
+    ``belongs_to``: settings that belong to another one of the block (a loss's ``params`` to its ``name``):
+    where a file or ``--set`` changes the owner without giving them, they go back to their own defaults.
     """
 
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
     replaced_whole: ClassVar[bool] = False
+    belongs_to: ClassVar[dict[str, str]] = {}
 
 
 BackendName = Literal["torch", "onnx", "onnx-int8", "auto"]
@@ -81,6 +85,7 @@ class LossConfig(Settings):
     name: Literal["mnr", "ntxent", "supcon", "focal", "focal_supcon"] = Field(
         "mnr", description="embedding objective: mnr, ntxent, supcon; classify objective: focal, focal_supcon")
     params: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the loss class")
+    belongs_to: ClassVar[dict[str, str]] = {"params": "name"}  # another loss does not take this one's params
 
 
 class ScalingSettings(Settings):
@@ -220,17 +225,10 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
 
 
 def _section_model(annotation: Any) -> type[BaseModel] | None:
-    """The settings class a field holds, when it holds exactly one (``X`` or ``X | None``); else None."""
-    import types
-    import typing
-
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return None if getattr(annotation, "replaced_whole", False) else annotation
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        models = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if len(models) == 1:
-            return _section_model(models[0])
-    return None
+    """The settings class a field holds, when it holds exactly one (``X`` or ``X | None``) that a file's
+    section merges into; else None."""
+    model = _settings_class(annotation)
+    return None if model is None or getattr(model, "replaced_whole", False) else model
 
 
 def merge_into_defaults(model: type[BaseModel], defaults: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
@@ -247,7 +245,68 @@ def merge_into_defaults(model: type[BaseModel], defaults: dict[str, Any], given:
             merged[key] = merge_into_defaults(section, merged[key], value)
         else:
             merged[key] = value
+    _reset_what_belongs_to_changed(model, defaults, merged, given=set(given))
     return merged
+
+
+def _reset_what_belongs_to_changed(model: type[BaseModel], before: dict[str, Any], after: dict[str, Any],
+                                   given: set[str]) -> list[str]:
+    """Settings of ``model`` that belong to one whose value changed, and were not given, back to their
+    defaults; returns their names."""
+    reset = []
+    for setting, owner in getattr(model, "belongs_to", {}).items():
+        if setting not in given and owner in before and after.get(owner) != before[owner]:
+            default = model.model_fields[setting].get_default(call_default_factory=True)
+            after[setting] = default.model_dump(mode="python") if isinstance(default, BaseModel) else default
+            reset.append(setting)
+    return reset
+
+
+def _section_at(model: type[BaseModel], path: list[str]) -> type[BaseModel] | None:
+    """The settings class found by following ``path`` from ``model`` (None where it leaves the settings)."""
+    for part in path:
+        field = model.model_fields.get(part)
+        found = _settings_class(field.annotation) if field is not None else None
+        if found is None:
+            return None
+        model = found
+    return model
+
+
+def _settings_class(annotation: Any) -> type[BaseModel] | None:
+    """The settings class of a field that holds exactly one (``X`` or ``X | None``); else None."""
+    import types
+    import typing
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        models = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _settings_class(models[0]) if len(models) == 1 else None
+    return None
+
+
+def _apply_model_overrides(model: type[BaseModel], data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """:func:`apply_overrides`; a setting that belongs to one an override changed starts again from its
+    default, then takes the overrides that address it (``--set loss.name=mnr --set loss.params.scale=20``)."""
+    before = copy.deepcopy(data)
+    data = apply_overrides(data, overrides)
+    addressed = [(item, tuple(parse_override(item)[0])) for item in overrides]
+    for section_path in {path[:-1] for _, path in addressed}:
+        section = _section_at(model, list(section_path))
+        old, new = _node(before, section_path), _node(data, section_path)
+        if section is None or not isinstance(old, dict) or not isinstance(new, dict):
+            continue
+        for setting in _reset_what_belongs_to_changed(section, old, new, given=set()):
+            data = apply_overrides(data, [item for item, path in addressed
+                                          if path[:len(section_path) + 1] == (*section_path, setting)])
+    return data
+
+
+def _node(data: Any, path: tuple[str, ...]) -> Any:
+    for part in path:
+        data = data.get(part) if isinstance(data, dict) else None
+    return data
 
 
 def _defaults(model: type[BaseModel]) -> dict[str, Any]:
@@ -276,7 +335,7 @@ def load_config(model: type[ConfigT], path: str | os.PathLike[str] | None = None
             base = model.model_validate(data).model_dump(mode="python")
         except ValidationError:  # required settings the overrides may give: the defaults of the others
             base = {**_defaults(model), **data}
-        data = apply_overrides(base, overrides)
+        data = _apply_model_overrides(model, base, overrides)
     return model.model_validate(data)
 
 

@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
@@ -52,6 +52,8 @@ def _labelled_source(value: Any) -> Any:
 
 class LabelledTextData(Settings):
     """The train and test texts (``TextSource``: any file ``load_texts`` reads) and how they are subset."""
+
+    replaced_whole: ClassVar[bool] = True  # the earlier keys (train_file, …) must not meet the default sources
 
     root: str | None = Field(None, description=f"data folder of relative paths; None: ${DATA_ENV}, else "
                                                "../shared/data")
