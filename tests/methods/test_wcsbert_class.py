@@ -164,6 +164,12 @@ def test_wrong_use_is_refused():
         WCSBert(rounds=0).fit("one string", LABELS)
 
 
+def test_with_no_round_a_pool_of_one_text_delivers_the_prompts(tiny_encoder_dir):
+    # the guard needs two texts to choose a head: one text gives the plain zero-shot classifier, as before
+    model = WCSBert(str(tiny_encoder_dir), rounds=0, max_length=32).fit(["one text about a match"], LABELS)
+    assert model.chosen_head_ == "prompts" and model.guard_round_0_ is None and len(model.predict(["goal"])) == 1
+
+
 NEWS_LABELS = ["Football", "Finance", "Phones"]
 NEWS_KEYWORDS = [("striker", "league"), ("interest", "bank"), ("smartphone",)]
 

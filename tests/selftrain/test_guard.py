@@ -104,3 +104,19 @@ def test_without_the_guard_the_last_round_is_kept_until_labels_settle():
     assert not stop.after({"round": 1, "labels_changed": None})
     assert stop.after({"round": 2, "labels_changed": 0.01}) and stop.best_round == 2
     assert "settled" in stop.reason
+
+
+def test_the_round_0_model_is_scored_from_the_embeddings_the_guard_was_built_with(tiny_encoder_dir):
+    from contrastext.models import TextEncoder
+    from contrastext.selftrain.guard import TextGuard
+    from contrastext.zeroshot import LabelSet
+
+    encoder = TextEncoder.from_pretrained(tiny_encoder_dir, max_length=32)
+    texts = [f"{word} {word} match number {i}" for i, word in enumerate(["goal", "bank", "phone"] * 8)]
+    guard = TextGuard.build(encoder, texts, LabelSet.build(["Football", "Finance", "Phones"]), ("{label}",),
+                            sample=20, neighbours=3, seed=0, heads=("prompts", "prototypes"))
+    kept, again = guard.score(), guard.score(encoder)  # the first encodes nothing, the second the sample again
+    assert kept.scores.keys() == again.scores.keys() == {"prompts", "prototypes"}
+    for head in kept.scores:
+        assert kept.scores[head].value == pytest.approx(again.scores[head].value, abs=1e-6)
+    np.testing.assert_allclose(kept.heads["prototypes"].vectors, again.heads["prototypes"].vectors, atol=1e-5)

@@ -125,7 +125,7 @@ class WCSBert:
     @property
     def chooses_head(self) -> bool:
         """Whether the guard chooses the head (it is on and a head other than the prompts is asked for)."""
-        return self.guard and self.heads != ("prompts",)
+        return self.guard and any(head != "prompts" for head in self.heads)
 
     @property
     def prompts(self) -> tuple[str, ...]:
@@ -143,7 +143,8 @@ class WCSBert:
         encoder = load_text_encoder(self.encoder, self.max_length)
         self.history_, self.chosen_round_, self.stop_reason_, self.guard_round_0_ = [], 0, None, None
         self.chosen_head_, head = "prompts", None
-        if self.rounds or self.chooses_head:  # with no round the guard still chooses the untrained model's head
+        # with no round the guard still chooses the untrained model's head, given the two texts it needs
+        if self.rounds or (self.chooses_head and len(texts) >= 2):
             with work_folder(self.work_dir, "wcsbert") as folder:
                 encoder, head = self._self_train(encoder, texts, folder, on_round)
         self.encoder_ = encoder
@@ -158,12 +159,12 @@ class WCSBert:
                                  neighbours=self.guard_neighbours, seed=self.train.seed, batch_size=self.batch_size,
                                  heads=self.heads)
                  if self.guard else None)
-        guard_0 = guard.score(encoder) if guard is not None else None
+        guard_0 = guard.score() if guard is not None else None
         self.guard_round_0_ = guard_fields(guard_0) if guard_0 is not None else None
         stop = RoundStop(self.rounds, patience=self.patience, guard_0=guard_0.value if guard_0 is not None else None)
         # the round-0 model and the best round's since, each with its best head
         kept = {0: (encoder, guard_0.heads[guard_0.best] if guard_0 is not None else None)}
-        model = encoder_spec(self.encoder, folder / "start")
+        model = encoder_spec(self.encoder, folder / "start") if self.rounds else None  # what round 1 trains
         backend = getattr(encoder, "backend_requested", "torch")  # the rounds' models run where the first did
         previous = None
         for r in range(1, self.rounds + 1):

@@ -499,8 +499,9 @@ def _self_training(run: _Run, model_0: str) -> tuple[list[dict[str, Any]], Round
     rounds: list[dict[str, Any]] = []
     model, embeddings_dir = model_0, run.path("round_0", "embeddings")
     previous_labels: np.ndarray | None = None
-    # with no round the guard still chooses the head the untrained model is delivered with
-    chooses_head = config.rounds.guard and list(config.rounds.heads) != ["prompts"]
+    # with no round the guard still chooses the head the untrained model is delivered with (as WCSBert does;
+    # where the pool is not re-encoded the guard scores the prompts alone, see _Guard.heads)
+    chooses_head = run.method.chooses_head and config.rounds.reencode
     guard = (_guard_reference(config, model_0, embeddings_dir, run.label_set)
              if config.rounds.guard and (config.rounds.rounds or chooses_head) else None)
     guard_0 = guard.score(model_0, embeddings_dir) if guard else None

@@ -29,7 +29,7 @@ accuracy from 0.538 to 0.476 while kappa rose from 0.609 to 0.638; there its anc
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -170,6 +170,8 @@ class TextGuard:
     template: Templates
     batch_size: int = 64
     heads: tuple[str, ...] = ("prompts",)  # the heads a model is scored with (selftrain.heads.HEAD_KINDS)
+    # the round-0 model's embeddings of the sample and of the label strings: scoring it encodes nothing again
+    round_0_embeddings: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, encoder, texts: Sequence[str], label_set: LabelSet, template: Templates, *, sample: int,
@@ -179,12 +181,18 @@ class TextGuard:
         sampled = [texts[i] for i in positions]
         embeddings = encoder.encode(sampled, batch_size=batch_size)
         _, owner = label_set.flat()
-        reference = guard_reference(positions, embeddings, embed_label_strings(encoder, label_set, template), owner,
-                                    len(label_set.labels), neighbours)
-        return cls(reference, sampled, label_set, template, batch_size, tuple(heads))
+        label_embeddings = embed_label_strings(encoder, label_set, template)
+        reference = guard_reference(positions, embeddings, label_embeddings, owner, len(label_set.labels), neighbours)
+        return cls(reference, sampled, label_set, template, batch_size, tuple(heads), (embeddings, label_embeddings))
 
-    def score(self, encoder) -> HeadScores:
-        """The score of each head's labels of the sampled texts under ``encoder``."""
-        embeddings = encoder.encode(self.texts, batch_size=self.batch_size)
-        label_embeddings = embed_label_strings(encoder, self.label_set, self.template)
+    def score(self, encoder=None) -> HeadScores:
+        """The score of each head's labels of the sampled texts under ``encoder`` (None: the round-0 model the
+        guard was built with)."""
+        if encoder is None:
+            if self.round_0_embeddings is None:
+                raise ValueError("this guard holds no round-0 embeddings: give the encoder to score")
+            embeddings, label_embeddings = self.round_0_embeddings
+        else:
+            embeddings = encoder.encode(self.texts, batch_size=self.batch_size)
+            label_embeddings = embed_label_strings(encoder, self.label_set, self.template)
         return self.reference.score_heads(embeddings, label_embeddings, self.heads)
