@@ -5,7 +5,7 @@ on labelled texts, over the guard record's label sets and resamplings of each (o
 
 Seed 0 is the guard record's own sample of each set; other seeds draw other pools and evaluation texts from
 the same halves. The pool's labels are never read; the evaluation texts' labels score both heads. Writes
-``benchmarks/results/untrained_heads.json``.
+``benchmarks/results/untrained_heads.json``, keeping its rows for the sets and seeds not run again.
 """
 
 from __future__ import annotations
@@ -64,16 +64,30 @@ def main() -> None:
     args = parser.parse_args()
     rows = [run(name, seed, args) for seed in args.seeds for name in args.sets
             if not SETS[name].selection]  # a selection setting changes nothing without a round
+    sizes = {"pool_rows": args.pool_rows, "eval_rows": args.eval_rows}
+    earlier = json.loads(RESULT.read_text()) if RESULT.exists() else {}
+    if {k: earlier.get(k) for k in sizes} == sizes:  # an earlier run's rows for the sets and seeds not run now
+        ran = {(row["set"], row["seed"]) for row in rows}
+        rows = [row for row in earlier["rows"] if (row["set"], row["seed"]) not in ran] + rows
+    elif earlier:
+        print(f"{RESULT.name} held rows of other sizes ({ {k: earlier.get(k) for k in sizes} }): replaced")
+    if not rows:
+        raise SystemExit("no decision to record: every set asked for needs a round")
+    rows.sort(key=lambda row: (row["seed"], list(SETS).index(row["set"])))
     losses = np.array([row["loss"] for row in rows])
     prompts_loss = np.array([row["oracle"] - row["accuracy"]["prompts"] for row in rows])
-    summary = {"decisions": len(rows), "mean_loss": float(losses.mean()), "worst_loss": float(losses.max()),
+    summary = {**sizes, "decisions": len(rows), "mean_loss": float(losses.mean()), "worst_loss": float(losses.max()),
                "mean_loss_prompts_only": float(prompts_loss.mean()),
-               "prototypes_chosen": sum(row["chosen"] == "prototypes" for row in rows), "rows": rows}
+               "prototypes_chosen": sum(row["chosen"] == "prototypes" for row in rows),
+               "below_prompts": sum(row["delivered"] < row["accuracy"]["prompts"] for row in rows),
+               "worst_below_prompts": float(max(row["accuracy"]["prompts"] - row["delivered"] for row in rows)),
+               "rows": rows}
     RESULT.write_text(json.dumps(summary, indent=2) + "\n")
-    print(format_table(["set", "seed", "guard prompts / prototypes", "chosen", "prompts", "prototypes", "loss"],
-                       [[r["set"], r["seed"], " / ".join(f"{v:.3f}" for v in (r["guard_heads"] or {}).values()),
+    print(format_table([[r["set"], r["seed"], " / ".join(f"{v:.3f}" for v in (r["guard_heads"] or {}).values()),
                          r["chosen"], f"{r['accuracy']['prompts']:.4f}", f"{r['accuracy']['prototypes']:.4f}",
-                         f"{r['loss']:.4f}"] for r in rows]))
+                         f"{r['loss']:.4f}"] for r in rows],
+                       headers=["set", "seed", "guard prompts / prototypes", "chosen", "prompts", "prototypes",
+                                "loss"]))
     print(f"{len(rows)} decisions: mean loss {summary['mean_loss']:.4f} (prompts only {summary['mean_loss_prompts_only']:.4f}), "
           f"worst {summary['worst_loss']:.4f}")
 
