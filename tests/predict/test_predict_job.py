@@ -68,7 +68,7 @@ def test_a_classifier_self_trained_on_one_half_labels_the_other_half_as_the_clas
         assert row["score"] == pytest.approx(float(proba[i].max()), abs=1e-5)
         assert row["top_scores"] == sorted(row["top_scores"], reverse=True)
     accuracy = float(np.mean(np.array([by_id[f"n{i}"]["label"] for i in range(400)]) == gold))
-    assert accuracy > 0.75, accuracy  # the self-trained model's accuracy (0.80 measured), not an untrained one
+    assert accuracy > 0.75, accuracy  # the self-trained model's accuracy (0.86 measured), not an untrained one (0.70)
     assert summary["counts"] == {label: expected.count(label) for label in AG_NEWS_LABELS if label in expected}
     assert summary["chunks"] == 3 and summary["method"] == "WCSBert" and summary["task"] == "classify"
     out = capsys.readouterr().out
