@@ -68,7 +68,8 @@ def main() -> None:
     earlier = json.loads(RESULT.read_text()) if RESULT.exists() else {}
     if {k: earlier.get(k) for k in sizes} == sizes:  # an earlier run's rows for the sets and seeds not run now
         ran = {(row["set"], row["seed"]) for row in rows}
-        rows = [row for row in earlier["rows"] if (row["set"], row["seed"]) not in ran] + rows
+        rows = [row for row in earlier["rows"] if (row["set"], row["seed"]) not in ran  # sets still measured
+                and row["set"] in SETS and not SETS[row["set"]].selection] + rows
     elif earlier:
         print(f"{RESULT.name} held rows of other sizes ({ {k: earlier.get(k) for k in sizes} }): replaced")
     if not rows:
@@ -80,7 +81,7 @@ def main() -> None:
                "mean_loss_prompts_only": float(prompts_loss.mean()),
                "prototypes_chosen": sum(row["chosen"] == "prototypes" for row in rows),
                "below_prompts": sum(row["delivered"] < row["accuracy"]["prompts"] for row in rows),
-               "worst_below_prompts": float(max(row["accuracy"]["prompts"] - row["delivered"] for row in rows)),
+               "worst_below_prompts": float(max(0.0, *(row["accuracy"]["prompts"] - row["delivered"] for row in rows))),
                "rows": rows}
     RESULT.write_text(json.dumps(summary, indent=2) + "\n")
     print(format_table([[r["set"], r["seed"], " / ".join(f"{v:.3f}" for v in (r["guard_heads"] or {}).values()),

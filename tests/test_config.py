@@ -208,7 +208,9 @@ def test_another_loss_does_not_inherit_the_default_losss_params(tmp_path):
     assert from_file.train.loss.name == "mnr" and from_file.train.loss.params == {}
     assert load_config(ShuffleDivideConfig, overrides=["train.loss.name=mnr"]).train.loss == from_file.train.loss
     for overrides in (["train.loss.name=mnr", "train.loss.params.scale=20"],
-                      ["train.loss.params.scale=20", "train.loss.name=mnr"]):
+                      ["train.loss.params.scale=20", "train.loss.name=mnr"],
+                      ["train.loss={name: mnr, params: {scale: 20}}", "train.loss.name=mnr"],
+                      ["train={loss: {name: mnr, params: {scale: 20}}}", "train.loss.name=mnr"]):
         assert load_config(ShuffleDivideConfig, overrides=overrides).train.loss.params == {"scale": 20}
     # the same loss keeps its parameters, and a file's parameters alone keep the default loss
     assert load_config(ShuffleDivideConfig, overrides=["train.loss.name=ntxent"]).train.loss.params == {

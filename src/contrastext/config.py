@@ -291,15 +291,19 @@ def _apply_model_overrides(model: type[BaseModel], data: dict[str, Any], overrid
     default, then takes the overrides that address it (``--set loss.name=mnr --set loss.params.scale=20``)."""
     before = copy.deepcopy(data)
     data = apply_overrides(data, overrides)
-    addressed = [(item, tuple(parse_override(item)[0])) for item in overrides]
-    for section_path in {path[:-1] for _, path in addressed}:
+    addressed = [(item, *parse_override(item)) for item in overrides]
+    for section_path in {tuple(path[:-1]) for _, path, _ in addressed}:
         section = _section_at(model, list(section_path))
         old, new = _node(before, section_path), _node(data, section_path)
         if section is None or not isinstance(old, dict) or not isinstance(new, dict):
             continue
-        for setting in _reset_what_belongs_to_changed(section, old, new, given=set()):
-            data = apply_overrides(data, [item for item, path in addressed
-                                          if path[:len(section_path) + 1] == (*section_path, setting)])
+        # a mapping given whole at the section or above it that holds the setting gives it as it stands
+        given = {setting for setting in section.belongs_to for _, path, value in addressed
+                 if tuple(path) == section_path[:len(path)]
+                 and _holds(value, (*section_path[len(path):], setting))}
+        for setting in _reset_what_belongs_to_changed(section, old, new, given=given):
+            data = apply_overrides(data, [item for item, path, _ in addressed
+                                          if tuple(path[:len(section_path) + 1]) == (*section_path, setting)])
     return data
 
 
@@ -307,6 +311,12 @@ def _node(data: Any, path: tuple[str, ...]) -> Any:
     for part in path:
         data = data.get(part) if isinstance(data, dict) else None
     return data
+
+
+def _holds(value: Any, path: tuple[str, ...]) -> bool:
+    """Whether a mapping given whole holds a setting at ``path`` below it."""
+    parent = _node(value, path[:-1])
+    return isinstance(parent, dict) and path[-1] in parent
 
 
 def _defaults(model: type[BaseModel]) -> dict[str, Any]:

@@ -29,7 +29,7 @@ accuracy from 0.538 to 0.476 while kappa rose from 0.609 to 0.638; there its anc
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -161,8 +161,8 @@ def guard_reference(ids: np.ndarray, embeddings: np.ndarray, label_embeddings: n
 
 @dataclass
 class TextGuard:
-    """The guard over texts held in memory: a model is scored by encoding the sampled texts and the label
-    strings again (the job reads the pool's stored embeddings instead)."""
+    """The guard over texts held in memory: a later model is scored by encoding the sampled texts and the
+    label strings again (the job reads the pool's stored embeddings instead)."""
 
     reference: GuardReference
     texts: list[str]  # the sampled texts, in the order of reference.ids
@@ -170,8 +170,6 @@ class TextGuard:
     template: Templates
     batch_size: int = 64
     heads: tuple[str, ...] = ("prompts",)  # the heads a model is scored with (selftrain.heads.HEAD_KINDS)
-    # the round-0 model's embeddings of the sample and of the label strings: scoring it encodes nothing again
-    round_0_embeddings: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, encoder, texts: Sequence[str], label_set: LabelSet, template: Templates, *, sample: int,
@@ -183,15 +181,13 @@ class TextGuard:
         _, owner = label_set.flat()
         label_embeddings = embed_label_strings(encoder, label_set, template)
         reference = guard_reference(positions, embeddings, label_embeddings, owner, len(label_set.labels), neighbours)
-        return cls(reference, sampled, label_set, template, batch_size, tuple(heads), (embeddings, label_embeddings))
+        return cls(reference, sampled, label_set, template, batch_size, tuple(heads))
 
     def score(self, encoder=None) -> HeadScores:
         """The score of each head's labels of the sampled texts under ``encoder`` (None: the round-0 model the
-        guard was built with)."""
+        guard was built with, from the embeddings its reference holds: nothing is encoded again)."""
         if encoder is None:
-            if self.round_0_embeddings is None:
-                raise ValueError("this guard holds no round-0 embeddings: give the encoder to score")
-            embeddings, label_embeddings = self.round_0_embeddings
+            embeddings, label_embeddings = self.reference.embeddings, self.reference.label_embeddings
         else:
             embeddings = encoder.encode(self.texts, batch_size=self.batch_size)
             label_embeddings = embed_label_strings(encoder, self.label_set, self.template)
