@@ -504,7 +504,7 @@ def _self_training(run: _Run, model_0: str) -> tuple[list[dict[str, Any]], Round
     chooses_head = run.method.chooses_head and config.rounds.reencode
     guard = (_guard_reference(config, model_0, embeddings_dir, run.label_set)
              if config.rounds.guard and (config.rounds.rounds or chooses_head) else None)
-    guard_0 = guard.score(model_0, embeddings_dir) if guard else None
+    guard_0 = guard.score() if guard else None
     if guard_0 is not None:
         _say(f"guard: round-0 model {guard_text(guard_0)}")
     stop = round_stop(config, guard_0.value if guard_0 is not None else None)
@@ -625,11 +625,14 @@ class _Guard:
     config: WCSBertConfig
     label_set: Any
 
-    def score(self, model: str, embeddings_dir: str) -> Any:
+    def score(self, model: str | None = None, embeddings_dir: str | None = None) -> Any:
         """The guard's scores (selftrain.guard.HeadScores) of each head's labels of the sampled pool items under
-        ``model``, whose embeddings of them are read from ``embeddings_dir``."""
+        ``model``, whose embeddings of them are read from ``embeddings_dir`` (None: the round-0 model, from
+        the embeddings its reference holds: nothing is loaded or encoded again)."""
         from contrastext.data.h5store import H5Corpus
 
+        if model is None:
+            return self.reference.score_heads(self.reference.embeddings, self.reference.label_embeddings, self.heads)
         encoder = self.config.encoder.load(model)
         label_embeddings = embed_label_strings(encoder, self.label_set, self.config.labels.prompts)
         embeddings = H5Corpus(embeddings_dir).lookup(self.reference.ids)
