@@ -233,10 +233,13 @@ def run_set(name: str, spec: LabelSetSpec, args: argparse.Namespace) -> dict:
     from contrastext.selftrain.config import WCSBertConfig
     from contrastext.zeroshot import LabelSet
 
-    pool, evaluation = pool_and_eval(spec, spec.pool_rows or args.pool_rows, spec.pool_rows or args.eval_rows)
+    pool, evaluation = pool_and_eval(spec, spec.pool_rows or args.pool_rows, spec.pool_rows or args.eval_rows,
+                                     args.seed)
     names = evaluation.label_names
     overrides = [f"rounds.rounds={args.rounds}", f"rounds.patience={args.rounds}", "rounds.min_change=0",
                  f"labels.template={spec.template!r}"]
+    if args.seed:  # another draw trains with another seed too (0 keeps the record's own training seed, 42)
+        overrides.append(f"rounds.train.seed={42 + args.seed}")
     overrides += [f"rounds.selection.{key}={value}" for key, value in (spec.selection or {}).items()]
     config = load_config(WCSBertConfig, None, overrides)
     config = config.model_copy(update={"labels": config.labels.model_copy(
@@ -244,7 +247,7 @@ def run_set(name: str, spec: LabelSetSpec, args: argparse.Namespace) -> dict:
     method = method_of(config)
     method.work_dir = None
     held = int(round(len(pool) * args.holdout))
-    order = np.random.default_rng(3).permutation(len(pool))
+    order = np.random.default_rng(3 + 10 * args.seed).permutation(len(pool))
     trained = [pool.texts[i] for i in sorted(order[held:])]
     held_out = [pool.texts[i] for i in sorted(order[:held])]
     index = {label: i for i, label in enumerate(names)}
@@ -265,7 +268,7 @@ def run_set(name: str, spec: LabelSetSpec, args: argparse.Namespace) -> dict:
 
     method.fit(trained, names, config.labels.aliases, on_round=on_round)
     pool_gold = np.bincount([index[label] for label in pool.labels], minlength=len(names)) / len(pool)
-    return {"set": name, "labels": names, "pool": len(trained), "held_out": len(held_out),
+    return {"set": name, "seed": args.seed, "labels": names, "pool": len(trained), "held_out": len(held_out),
             "eval": len(evaluation), "pool_shares": pool_gold.round(4).tolist(), "template": spec.template,
             "aliases": bool(spec.aliases), "selection": spec.selection or {},
             "candidates": {str(r): c for r, c in candidates.items()}, "rounds": rounds,
@@ -363,6 +366,15 @@ SUMMARY = REPO_ROOT / "benchmarks" / "results" / "guard_record.json"
 PAGE = REPO_ROOT / "docs" / "generated" / "guard_record.md"
 
 
+def summary_path(seed: int) -> Path:
+    """Seed 0 is the record the rules were chosen on; another seed's draws test them."""
+    return SUMMARY if seed == 0 else SUMMARY.with_name(f"guard_record_seed{seed}.json")
+
+
+def page_path(seed: int) -> Path:
+    return PAGE if seed == 0 else PAGE.with_name(f"guard_record_seed{seed}.md")
+
+
 def set_summary(record: dict) -> dict:
     """One set's row: its size and skew, the untrained model, what each rule delivers, the oracle."""
     candidates = record["candidates"]
@@ -418,13 +430,17 @@ def main() -> None:
     parser.add_argument("--eval-rows", type=int, default=1000)
     parser.add_argument("--holdout", type=float, default=0.2, help="share of the pool never trained on")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "runs" / "guard_record")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="another draw of every pool, evaluation sample and training seed (0: the record's own)")
+    parser.add_argument("--out", type=Path, default=None, help="default runs/guard_record (seed N: .../seedN)")
     parser.add_argument("--rules-only", action="store_true", help="compare rules on the records already made")
     parser.add_argument("--verbose", action="store_true", help="print Ray's own logs too")
     args = parser.parse_args()
     from contrastext.console import configure_console
 
     configure_console(verbose=args.verbose)  # a line per set and round; Ray's logs go to its log folder
+    if args.out is None:
+        args.out = REPO_ROOT / "runs" / "guard_record" / (f"seed{args.seed}" if args.seed else "")
     records = []
     for name in args.sets:
         path = args.out / name / "record.json"
@@ -442,14 +458,16 @@ def main() -> None:
     results, rows = rule_table(records, noise)
     print(format_table(rows, ["rule", "mean loss (points)", "worst loss", f"below untrained − {noise:.3f}",
                               "decisions"]))
-    write_result("guard_record", {"sets": [r["set"] for r in records], "noise": noise, "rules": results,
+    write_result("guard_record" if args.seed == 0 else f"guard_record_seed{args.seed}", {"seed": args.seed, "sets": [r["set"] for r in records], "noise": noise, "rules": results,
                                   "records": records})
-    summary = {"noise": noise, "sets": [set_summary(record) for record in records], "rules": results}
-    SUMMARY.parent.mkdir(parents=True, exist_ok=True)
-    SUMMARY.write_text(json.dumps(summary, indent=1) + "\n")
-    PAGE.parent.mkdir(parents=True, exist_ok=True)
-    PAGE.write_text(render_page(summary))
-    print(f"{SUMMARY.relative_to(REPO_ROOT)} and {PAGE.relative_to(REPO_ROOT)} written")
+    summary = {"seed": args.seed, "noise": noise, "sets": [set_summary(record) for record in records],
+               "rules": results}
+    summary_file, page_file = summary_path(args.seed), page_path(args.seed)
+    summary_file.parent.mkdir(parents=True, exist_ok=True)
+    summary_file.write_text(json.dumps(summary, indent=1) + "\n")
+    page_file.parent.mkdir(parents=True, exist_ok=True)
+    page_file.write_text(render_page(summary))
+    print(f"{summary_file.relative_to(REPO_ROOT)} and {page_file.relative_to(REPO_ROOT)} written")
 
 
 if __name__ == "__main__":
