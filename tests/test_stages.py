@@ -38,40 +38,19 @@ def test_other_settings_are_named_and_the_stage_runs_again(tmp_path, capsys):
     changed = {**SETTINGS, "train": {**SETTINGS["train"], "lr": 1e-4}}
     assert Stage("job", "pretrain", folder, changed).finished() is None
     assert "[job] pretrain: " in (out := capsys.readouterr().out) and "other settings (train.lr)" in out
-    # a setting added to the code since the marker was written is no difference: its default is what ran
-    added = {**SETTINGS, "new_option": True}
-    assert Stage("job", "pretrain", folder, added).finished()["result"] == {"steps": 3}
-
-
-def test_markers_written_before_the_helper_still_count(tmp_path):
-    # the self-training job's old markers held settings and result; the phrase job's, settings and a time
-    storage.write_json(str(tmp_path / "a" / DONE_FILE), {"settings": SETTINGS, "result": {"rows": 5}})
-    storage.write_json(str(tmp_path / "b" / DONE_FILE), {"stage": "finetune", "settings": SETTINGS,
-                                                         "finished_at": "2026-01-01T00:00:00Z"})
-    assert Stage("job", "a", str(tmp_path / "a"), SETTINGS).finished()["result"] == {"rows": 5}
-    assert Stage("job", "b", str(tmp_path / "b"), SETTINGS).finished()["stage"] == "finetune"
+    # a setting added to the code since the marker was written, or removed since, is a difference too
+    assert Stage("job", "pretrain", folder, {**SETTINGS, "new_option": True}).finished() is None
+    assert "other settings (new_option)" in capsys.readouterr().out
+    removed = {key: value for key, value in SETTINGS.items() if key != "seed"}
+    assert Stage("job", "pretrain", folder, removed).finished() is None
+    assert "other settings (seed)" in capsys.readouterr().out
+    assert Stage("job", "pretrain", folder, SETTINGS).finished()["result"] == {"steps": 3}
 
 
 def test_setting_differences_name_nested_paths():
     assert sorted(setting_differences({"a": {"b": 1, "c": 2}, "d": 3}, {"a": {"b": 1, "c": 5}, "d": 4})) == ["a.c", "d"]
-    assert setting_differences({"a": 1}, {"a": 1, "b": 2}) == []
+    assert setting_differences({"a": 1, "c": {"d": 1}}, {"a": 1, "b": 2, "c": {}}) == ["b", "c.d"]
     assert setting_differences([1, 2], [1, 3]) == ["."]
-
-
-def test_a_setting_added_since_the_marker_differs_only_when_it_is_not_its_default(tmp_path, capsys):
-    defaults = {"rounds": {"calibration": {"enabled": False}, "caps": {}}, "labels": {"templates": None}}
-    old = {"rounds": {"caps": {}}, "labels": {}}  # written before calibration and templates existed
-    assert setting_differences(old, {"rounds": {"calibration": {"enabled": False}, "caps": {}},
-                                     "labels": {"templates": None}}, defaults=defaults) == []
-    assert sorted(setting_differences(old, {"rounds": {"calibration": {"enabled": True}, "caps": {"x": 3}},
-                                            "labels": {"templates": ["a {label}"]}}, defaults=defaults)) == [
-        "labels.templates", "rounds.calibration", "rounds.caps.x"]
-    marker = Stage("job", "round 1", str(tmp_path), settings=old)
-    marker.mark_done()
-    same = Stage("job", "round 1", str(tmp_path), settings={**old, "labels": {"templates": None}}, defaults=defaults)
-    assert same.finished() is not None
-    other = Stage("job", "round 1", str(tmp_path), settings={**old, "labels": {"templates": ["a"]}}, defaults=defaults)
-    assert other.finished() is None and "labels.templates" in capsys.readouterr().out
 
 
 def test_the_clock_and_a_progress_line(capsys):

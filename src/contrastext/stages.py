@@ -1,9 +1,11 @@
 """A job's stages: what each one prints, how long it took, and the marker that lets a later run skip it.
 
-A stage writes its outputs into its folder and ``done.json`` there last, recording the settings its outputs
-depend on (and, for a small result, the result itself). Run again, a stage whose marker is there and whose
-settings match is skipped; one made with other settings is named and run again. A setting added to the
-code since a marker was written is not a difference: its default is what ran. The folder may be a URI.
+This is the one way every job says a stage is done. A stage writes its outputs into its folder and
+``done.json`` there last, recording the settings its outputs depend on (and, for a small result, the result
+itself). Run again, a stage whose marker is there and whose settings match is skipped; one made with other
+settings is named and run again. Settings compare whole: a setting the marker lacks (one added to the code
+since) or holds alone (one removed since) is a difference too, so a marker written by an earlier version
+with another set of settings makes its stage run again. The folder may be a URI.
 
 A stage that leaves work to resume from (a fit's checkpoints) calls :meth:`Stage.begin` first: the work is
 resumed only when it was started with the same settings (``attempt.json``), else it is deleted, so a stage
@@ -38,34 +40,24 @@ def as_json(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def setting_differences(old: Any, new: Any, path: str = "", defaults: Any = None) -> list[str]:
-    """The dotted names of the settings that differ. A key only ``new`` has is a setting added since ``old``
-    was written: with ``defaults`` (the same layout, every setting at its default) it differs unless its value
-    is the default (what ran then); without, it is no difference. A key only ``old`` has was removed since."""
+def setting_differences(old: Any, new: Any, path: str = "") -> list[str]:
+    """The dotted names of the settings that differ, including those only one side has."""
     if isinstance(old, dict) and isinstance(new, dict):
-        at = defaults if isinstance(defaults, dict) else None
-        found = [d for k in old.keys() & new.keys()
-                 for d in setting_differences(old[k], new[k], f"{path}.{k}", at.get(k) if at else None)]
-        if at is not None:
-            found += [f"{path}.{k}".lstrip(".") for k in sorted(new.keys() - old.keys())
-                      if k not in at or as_json(new[k]) != as_json(at[k])]
-        return found
+        return [d for k in sorted(old.keys() | new.keys(), key=str)
+                for d in (setting_differences(old[k], new[k], f"{path}.{k}") if k in old and k in new
+                          else [f"{path}.{k}".lstrip(".")])]
     return [] if old == new else [path.lstrip(".") or "."]
 
 
 class Stage:
     """One stage of ``job``, named ``name``: its console lines and clock, and its done-marker in ``folder``.
 
-    The clock starts when the stage is made. ``folder`` and ``settings`` are needed only for the marker;
-    ``defaults`` (``settings`` with every setting at its default) lets a marker written before a setting was
-    added tell whether the new setting changes what the stage makes (see :func:`setting_differences`).
+    The clock starts when the stage is made. ``folder`` and ``settings`` are needed only for the marker.
     """
 
-    def __init__(self, job: str, name: str, folder: str | None = None,
-                 settings: Mapping[str, Any] | None = None, defaults: Mapping[str, Any] | None = None):
+    def __init__(self, job: str, name: str, folder: str | None = None, settings: Mapping[str, Any] | None = None):
         self.job, self.name, self.folder = job, name, folder
         self.settings: dict[str, Any] = as_json(dict(settings or {}))
-        self.defaults: dict[str, Any] | None = as_json(dict(defaults)) if defaults is not None else None
         self.started = time.perf_counter()
 
     @property
@@ -91,7 +83,7 @@ class Stage:
             record = storage.read_json(self.marker)
         except FileNotFoundError:
             return None
-        changed = setting_differences(record.get("settings") or {}, self.settings, defaults=self.defaults)
+        changed = setting_differences(record.get("settings") or {}, self.settings)
         if changed:
             self.say(f"{self.folder} was made with other settings ({', '.join(sorted(changed)[:5])}): "
                      "running the stage again")
@@ -112,7 +104,7 @@ class Stage:
                 break
             except FileNotFoundError:
                 continue
-        if previous is None or setting_differences(previous, self.settings, defaults=self.defaults):
+        if previous is None or setting_differences(previous, self.settings):
             for part in work:
                 full = storage.is_uri(part) or PurePath(part).is_absolute()
                 storage.delete(part if full else storage.join(self.marker_folder, part))

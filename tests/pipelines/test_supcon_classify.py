@@ -90,12 +90,21 @@ def test_two_phase_job_writes_comparison_report_plots_and_skips_finished_variant
     assert "best by macro-F1" in capsys.readouterr().out
 
     again = run_supcon_classify(config)
-    assert "not trained again" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.count("done in an earlier run with these settings, skipped") == 2 and "training" not in out
     assert again["variants"]["then_head"]["macro_f1"] == pytest.approx(second["macro_f1"])
-    changed = config.model_copy(update={"data": config.data.model_copy(update={"train_per_class": 5})})
-    with pytest.raises(ValueError, match="other settings"):
-        run_supcon_classify(changed)
-    assert json.loads((run_dir / "focal_ntxent" / "metrics.json").read_text())["steps"] == 32  # nothing lost
+    # a variant that starts from another one is made with that one's settings too
+    markers = {name: json.loads((run_dir / name / "done.json").read_text()) for name in ("focal_ntxent", "then_head")}
+    assert markers["then_head"]["settings"]["start_from"] == markers["focal_ntxent"]["settings"]
+    # another setting of the second variant: it alone is trained again, from scratch, and its results replaced
+    shorter = config.model_copy(update={"variants": [config.variants[0], config.variants[1].model_copy(
+        update={"epochs": 4})]})
+    changed = run_supcon_classify(shorter)
+    out = capsys.readouterr().out
+    assert "focal_ntxent: done in an earlier run" in out and "then_head: training" in out
+    assert "then_head was made with other settings (train.epochs)" in out
+    assert changed["variants"]["focal_ntxent"]["steps"] == 32 and changed["variants"]["then_head"]["steps"] == 16
+    assert json.loads((run_dir / "then_head" / "metrics.json").read_text())["steps"] == 16
 
 
 @pytest.mark.integration

@@ -115,24 +115,6 @@ def test_relative_paths_are_read_under_the_data_folder_and_a_folder_is_a_source(
     assert len(data.train.texts) == 24 and str(tmp_path / "parts" / "train.jsonl.gz") in data.files
 
 
-def test_a_finished_variant_is_compared_with_its_data_as_this_version_reads_it():
-    from contrastext.pipelines.supcon_classify import _changed_settings
-
-    data = LabelledTextData(train_per_class=4)
-    train = {"epochs": 1, "loss": {"name": "focal"}}
-    made_with = {"data": data.model_dump(mode="json"), "train": train}
-    # a run written with the earlier keys, the same files and cleaning: nothing changed
-    earlier = {"train_file": "20newsgroups/20ng_bydate_train.jsonl.gz", "test_file": "20newsgroups/20ng_bydate_test.jsonl.gz",
-               "text_field": "text", "label_field": "label", "remove": ["headers", "footers", "quotes"],
-               "max_chars": 20_000, "train_per_class": 4, "class_caps": {}}
-    assert _changed_settings({"data": earlier, "train": train}, made_with) == []
-    # a cap added, a cleaning changed, an epoch more: each named
-    capped = data.model_copy(update={"class_caps": {"rec.autos": 2}}).model_dump(mode="json")
-    assert _changed_settings({"data": capped, "train": train}, made_with) == ["data.class_caps"]
-    assert _changed_settings({"data": {**earlier, "remove": []}, "train": {**train, "epochs": 2}}, made_with) == [
-        "data.test", "data.train", "train.epochs"]
-
-
 def test_variant_rules():
     with pytest.raises(ValidationError, match="not an earlier variant"):
         SupconClassifyConfig(variants=[VariantConfig(name="head", start_from="base"), VariantConfig(name="base")])

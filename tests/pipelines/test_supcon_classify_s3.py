@@ -45,5 +45,5 @@ def test_data_and_run_on_a_bucket(ray_session, s3_bucket, tiny_encoder_dir, tmp_
     assert set(inputs) == {f"{s3_bucket}/data/train.jsonl.gz", f"{s3_bucket}/data/test.jsonl.gz"}
     capsys.readouterr()
     run_supcon_classify(config)
-    assert "not trained again" in capsys.readouterr().out
+    assert "focal: done in an earlier run with these settings, skipped" in capsys.readouterr().out
     assert not list(tmp_path.iterdir())  # nothing written beside the working directory

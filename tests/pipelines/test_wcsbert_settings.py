@@ -21,26 +21,6 @@ def test_how_many_rounds_run_and_when_to_stop_do_not_change_a_finished_round():
     assert setting_differences(round_settings(config, "m0"), round_settings(config, "round_1/model")) == ["from"]
 
 
-def test_a_marker_that_kept_every_round_setting_still_matches():
-    # markers written before the round's settings were trimmed hold all of them
-    config = _with_rounds(WCSBertConfig(), text_positives=TextPositivesConfig(same_label=True))
-    old = as_json({**round_settings(config, "m0"), "rounds": config.rounds.model_dump(mode="json")})
-    assert setting_differences(old, round_settings(_with_rounds(config, rounds=7), "m0")) == []
-    assert setting_differences(old, round_settings(_with_rounds(config, init="base"), "m0")) == ["rounds.init"]
-
-
-def test_a_marker_written_before_calibration_and_templates_existed():
-    config = WCSBertConfig()
-    old = as_json(round_settings(config, "m0"))
-    del old["rounds"]["calibration"], old["labels"]["templates"]
-    defaults = as_json(round_settings(WCSBertConfig(), "m0"))
-    assert setting_differences(old, round_settings(config, "m0"), defaults=defaults) == []  # what ran then
-    calibrated = _with_rounds(config, calibration={"enabled": True})
-    ensemble = config.model_copy(update={"labels": config.labels.model_copy(update={"templates": ["{label}", "a {label}"]})})
-    assert setting_differences(old, round_settings(calibrated, "m0"), defaults=defaults) == ["rounds.calibration"]
-    assert setting_differences(old, round_settings(ensemble, "m0"), defaults=defaults) == ["labels.templates"]
-
-
 def test_the_job_pseudo_labels_and_trains_its_rounds_through_the_wcsbert_class():
     from contrastext.config import load_config
     from contrastext.methods.wcsbert import WCSBert
@@ -68,33 +48,23 @@ def test_the_job_pseudo_labels_and_trains_its_rounds_through_the_wcsbert_class()
     assert isinstance(method_of(prompts).teacher, PromptTeacher)
 
 
-def test_a_round_made_before_same_label_pairs_were_the_default_runs_again_on_plain_texts_only():
-    from contrastext.pipelines.wcsbert import settings_before_they_existed
-
+def test_a_round_runs_again_when_same_label_pairs_or_the_balance_change_and_not_for_the_heads():
     for source, changed in [("texts", ["rounds.text_positives.same_label"]), ("wikipedia", [])]:
         config = load_config(WCSBertConfig, overrides=[f"pool.source={source}"])
-        # a marker from when same_label was off by default
-        before = as_json(round_settings(_with_rounds(config, text_positives=TextPositivesConfig(same_label=False)),
-                                        "m0"))
-        assert setting_differences(before, round_settings(config, "m0")) == changed
-        # a marker from before text pairs existed at all: those rounds had none
-        older = as_json(before)
-        del older["rounds"]["text_positives"]
-        assert setting_differences(older, round_settings(config, "m0"),
-                                   defaults=settings_before_they_existed("m0")) == (
-            ["rounds.text_positives"] if changed else [])
-
-
-def test_a_round_balanced_before_the_median_runs_again_and_the_heads_retrain_no_round():
-    from contrastext.pipelines.wcsbert import settings_before_they_existed
-
+        # same-label pairs asked off: a plain-text pool's round changes, a Wikipedia pool has none anyway
+        off = as_json(round_settings(_with_rounds(config, text_positives=TextPositivesConfig(same_label=False)),
+                                     "m0"))
+        assert setting_differences(off, round_settings(config, "m0")) == changed
     config = load_config(WCSBertConfig)
-    older = as_json(round_settings(config, "m0"))
-    del older["rounds"]["selection"]["balance_to"]  # a marker from when every label was held to the smallest
-    assert setting_differences(older, round_settings(config, "m0"),
-                               defaults=settings_before_they_existed("m0")) == ["rounds.selection.balance_to"]
+    smallest = load_config(WCSBertConfig, overrides=["rounds.selection.balance_to=smallest"])
+    assert setting_differences(as_json(round_settings(smallest, "m0")), round_settings(config, "m0")) == [
+        "rounds.selection.balance_to"]
     prompts_only = load_config(WCSBertConfig, overrides=["rounds.heads=[prompts]"])
     assert setting_differences(as_json(round_settings(config, "m0")), round_settings(prompts_only, "m0")) == []
+    # a marker written by a version with other settings (here one without calibration) runs the round again
+    older = as_json(round_settings(config, "m0"))
+    del older["rounds"]["calibration"]
+    assert setting_differences(older, round_settings(config, "m0")) == ["rounds.calibration"]
 
 
 def test_a_pool_not_reencoded_is_scored_with_its_prompts_only():
@@ -104,3 +74,31 @@ def test_a_pool_not_reencoded_is_scored_with_its_prompts_only():
     assert _Guard(None, load_config(WCSBertConfig), None).heads == ["prompts", "prototypes"]
     stale = load_config(WCSBertConfig, overrides=["rounds.reencode=false"])
     assert _Guard(None, stale, None).heads == ["prompts"]
+
+
+def test_an_evaluation_is_measured_again_when_the_labels_the_model_or_the_evaluation_set_change(tmp_path, capsys):
+    from types import SimpleNamespace
+
+    from contrastext.pipelines.wcsbert import _evaluation, _Run
+
+    measured = []
+
+    def compute(folder: str) -> dict:
+        measured.append(folder)
+        return {"accuracy": 0.5 + len(measured) / 100}
+
+    def evaluation(config: WCSBertConfig, source: str = "vital, 1000 rows", made_with=None) -> dict:
+        run = _Run(config, str(tmp_path), None, "", SimpleNamespace(source=source), timings={}, method=None)
+        return _evaluation(run, "pretrained", str(tmp_path / "pretrain"), "pretrain/model",
+                           made_with or {"pretrain": {"steps": 10}}, compute)
+
+    config = load_config(WCSBertConfig)
+    assert evaluation(config) == {"accuracy": 0.51}
+    assert evaluation(config) == {"accuracy": 0.51} and len(measured) == 1  # the same: read back
+    assert "pretrained evaluation: done in an earlier run" in capsys.readouterr().out
+    aliases = load_config(WCSBertConfig, overrides=["labels.aliases={People: [Biography]}"])
+    assert evaluation(aliases) == {"accuracy": 0.52}  # other aliases: measured again, not the earlier labels'
+    assert "other settings (labels.aliases" in capsys.readouterr().out
+    assert evaluation(aliases, made_with={"pretrain": {"steps": 20}}) == {"accuracy": 0.53}  # another model
+    assert evaluation(aliases, source="vital, 500 rows", made_with={"pretrain": {"steps": 20}}) == {"accuracy": 0.54}
+    assert measured == [str(tmp_path / "pretrain" / "evaluation")] * 4

@@ -4,12 +4,12 @@ Several named variants run in one invocation (e.g. focal; focal + NT-Xent; focal
 head retrained alone on the focal + NT-Xent encoder), each through the shared Ray Train loop with
 class-balanced batches; each is scored on the test set (accuracy, micro-F1 without the null label,
 macro-F1, AUPRC, silhouette), gets a t-SNE plot of its test embeddings, and the job writes a report
-comparing them. A variant whose results are already in its folder is not trained again.
+comparing them. A variant is a ``Stage``: one finished with the same settings (and, for one that starts
+from another, that one's) is not trained again; one made with other settings is trained again from scratch.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import tempfile
@@ -29,7 +29,7 @@ from contrastext.data.sources import TextSource, describe, load_texts, locate
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.methods.classify_settings import ClassifyLoss, default_classify_train
 from contrastext.report import format_table
-from contrastext.stages import Stage, as_json, setting_differences
+from contrastext.stages import Stage
 
 log = logging.getLogger(__name__)
 JOB = "supcon_classify"
@@ -311,37 +311,32 @@ def run_supcon_classify(config: SupconClassifyConfig) -> dict[str, Any]:
 
     results: dict[str, dict[str, Any]] = {}
     models: dict[str, str] = {}
+    made_with: dict[str, dict[str, Any]] = {}  # each variant's settings, the settings of the one it starts from
     for variant in config.variants:
-        # a variant is done when its metrics.json (written last) is there; it records the settings it was made
-        # with, and other settings stop the job rather than overwrite a variant another one may start from
-        stage = Stage(JOB, variant.name)
         variant_dir = storage.join(run_dir, variant.name)
-        done_file = storage.join(variant_dir, "metrics.json")
         model_dir = storage.join(variant_dir, "model")
         model = variant_model(config, variant, models[variant.start_from] if variant.start_from else None)
         train_config = model.train_config(len(data.label_names), model.encoder)
-        made_with = {"data": config.data.model_dump(mode="json"), "train": train_config.model_dump(mode="json")}
-        if storage.exists(done_file) and storage.exists(model_dir):
-            saved = json.loads(storage.read_bytes(done_file))
-            changed = _changed_settings(saved.get("made_with") or {}, made_with)
-            if changed:
-                raise ValueError(f"{variant_dir} holds results of variant {variant.name!r} made with other settings "
-                                 f"({', '.join(changed)}); choose another output.name (or remove that folder) to "
-                                 "train it again")
-            stage.say(f"results found in {variant_dir}, not trained again")
-            results[variant.name] = saved
+        # a variant that starts from another runs again when that one's settings change
+        made_with[variant.name] = {"data": config.data.model_dump(mode="json"),
+                                   "train": train_config.model_dump(mode="json"),
+                                   "start_from": made_with[variant.start_from] if variant.start_from else None}
+        stage = Stage(JOB, variant.name, variant_dir, made_with[variant.name])
+        done = stage.finished()
+        if done is not None and storage.exists(model_dir):
+            results[variant.name] = done["result"]
             models[variant.name] = model_dir
             continue
+        stage.begin(variant_dir)  # an interrupted fit with these settings resumes; any other is deleted first
         stage.say("training")
         model.fit(data.train.texts, train_labels, classes=data.label_names, output=variant_dir)
         result = model.fit_result_
         train_seconds = stage.seconds
         metrics = _evaluate(model.model_, data, config, variant.name, run_dir, local_plots)
-        metrics.update({"variant": variant.model_dump(), "made_with": made_with, "steps": result.steps,
-                        "train_seconds": train_seconds,
+        metrics.update({"variant": variant.model_dump(), "steps": result.steps, "train_seconds": train_seconds,
                         "final_loss": result.last_loss, "rows_skipped": result.rows_skipped})
-        write_json_atomic(done_file, metrics)
-        results[variant.name] = metrics
+        write_json_atomic(storage.join(variant_dir, "metrics.json"), metrics)
+        results[variant.name] = stage.mark_done(metrics)
         models[variant.name] = result.model_path
         timings[f"variant_{variant.name}"] = stage.seconds
 
@@ -364,17 +359,6 @@ def run_supcon_classify(config: SupconClassifyConfig) -> dict[str, Any]:
                            "rows_skipped": {k: sum(v.values()) for k, v in data.skipped.items()}})
     print(summary_table(comparison))
     return comparison
-
-
-def _changed_settings(saved: dict[str, Any], made_with: dict[str, Any]) -> list[str]:
-    """What differs between a finished variant's settings and this run's: the data block read as this version
-    reads it (earlier keys mapped onto the text sources) and compared whole (its caps and label maps are data,
-    not settings that may be missing), the train block setting by setting."""
-    changed = []
-    if "data" in saved:
-        data = as_json(LabelledTextData.model_validate(saved["data"]).model_dump(mode="json"))
-        changed = [f"data.{key}" for key in sorted(made_with["data"]) if as_json(made_with["data"][key]) != data.get(key)]
-    return changed + setting_differences(saved.get("train") or {}, as_json(made_with["train"]), "train")
 
 
 def _counts(labels: np.ndarray, names: list[str]) -> dict[str, int]:

@@ -13,13 +13,15 @@ inside themselves.
     round_<r>/pairs/         pseudo-pairs chosen with M_<r-1> (parquet files)
     round_<r>/model/         M_r
     round_<r>/embeddings/    the pool encoded by M_r                          [rounds.reencode]
-    evaluation.json, metrics.json, manifest.json, report.md, plots/
+    <untrained, pretrain, round_<r>>/evaluation/   eval_<name>.json: a model on the evaluation set
+    eval_final.json, metrics.json, manifest.json, report.md, plots/
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,16 +73,6 @@ def round_settings(config: WCSBertConfig, start_model: str) -> dict[str, Any]:
     rounds["text_positives"] = _text_positives(config).model_dump(mode="json")
     return {"rounds": rounds, "labels": config.labels.model_dump(mode="json"), "from": start_model,
             "pool": config.pool.model_dump(mode="json")}
-
-
-def settings_before_they_existed(start_model: str) -> dict[str, Any]:
-    """What a round ran with where its marker predates a setting: the defaults, but no text–text pairs
-    (they came later, and same-label pairs are on by default for plain texts) and selection balanced to the
-    smallest label (the median came later)."""
-    settings = round_settings(WCSBertConfig(), start_model)
-    settings["rounds"]["text_positives"] = TextPositivesConfig(same_label=False).model_dump(mode="json")
-    settings["rounds"]["selection"]["balance_to"] = "smallest"
-    return settings
 
 
 def _text_positives(config: WCSBertConfig) -> TextPositivesConfig:
@@ -169,13 +161,26 @@ def _evaluate(eval_set: EvalSet, encoder, out: str, name: str) -> ZeroShotResult
     return result
 
 
-def _stored_evaluation(path: str, eval_set: EvalSet) -> dict[str, Any] | None:
-    """An evaluation written earlier on this same evaluation set, if there is one."""
-    try:
-        stored = storage.read_json(path)
-    except FileNotFoundError:
-        return None
-    return stored if stored.get("source") == eval_set.source else None
+def _evaluation(run: "_Run", name: str, folder: str, model: str, made_with: Any,
+                compute: Callable[[str], Any]) -> Any:
+    """An evaluation as a stage in ``folder/evaluation``: ``compute(folder)`` runs unless an earlier run made
+    it with the same model (``made_with``: the settings of the stage that made it), labels and evaluation
+    set; returns its result."""
+    config = run.config
+    stage = Stage(JOB, f"{name} evaluation", storage.join(folder, "evaluation"), {
+        "model": model, "made_with": made_with, "labels": config.labels.model_dump(mode="json"),
+        "evaluation": config.evaluation.model_dump(mode="json"), "source": run.eval_set.source})
+    done = stage.finished()
+    return done["result"] if done is not None else stage.mark_done(compute(stage.folder))
+
+
+def _scored(run: "_Run", name: str, folder: str, model: str, made_with: Any) -> dict[str, Any]:
+    """``model`` on the evaluation set with the job's prompts and aliases (``eval_<name>.json``)."""
+    def compute(out: str) -> dict[str, Any]:
+        result = _evaluate(run.eval_set, run.config.encoder.load(model), out, name)
+        return _result_json(result, run.config.labels.names, run.eval_set.source)
+
+    return _evaluation(run, name, folder, model, made_with, compute)
 
 
 def _result_json(result: ZeroShotResult, labels: list[str], source: str) -> dict[str, Any]:
@@ -226,14 +231,18 @@ def _dev_pages(config: WCSBertConfig, pages_dir: str) -> tuple[list[str], list[l
             {page_id for (page_id, _), _ in kept})
 
 
+def pretrain_settings(config: WCSBertConfig) -> dict[str, Any]:
+    """What the pretrained model depends on (its stage's marker compares them)."""
+    return {"pretrain": config.pretrain.model_dump(mode="json"), "encoder": config.encoder.model_dump()}
+
+
 def _stage_pretrain(config: WCSBertConfig, run: str) -> dict[str, Any]:
     from contrastext.evaluators.category_retrieval import CategoryRetrievalEvaluator
     from contrastext.train import fit
 
     train = config.pretrain.train.model_copy(update={"encoder": config.encoder.model_copy(
         update={"max_length": config.pretrain.train.encoder.max_length})})
-    stage = Stage(JOB, "pretrain", storage.join(run, "pretrain"),
-                  {"pretrain": config.pretrain.model_dump(mode="json"), "encoder": config.encoder.model_dump()})
+    stage = Stage(JOB, "pretrain", storage.join(run, "pretrain"), pretrain_settings(config))
     done = stage.finished()
     if done is not None:
         return done["result"]
@@ -436,14 +445,13 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
 
 
 def _untrained_evaluations(run: _Run) -> list[dict[str, Any]]:
-    """The untrained model under each baseline label scheme (stored, reused while model and labels match)."""
+    """The untrained model under each baseline label scheme (a stage: reused while model and labels match)."""
     config, eval_set = run.config, run.eval_set
     if eval_set is None or not config.evaluation.baselines:
         return []
     t = time.perf_counter()
-    stored = _stored_evaluation(run.path("eval_untrained.json"), eval_set)
-    key = {"model": config.encoder.model, "labels": config.labels.model_dump(mode="json")}
-    if stored is None or stored.get("key") != key:
+
+    def compute(out: str) -> list[dict[str, Any]]:
         base = config.encoder.load()
         embeddings = eval_set.evaluator.embed(base)
         results = []
@@ -451,8 +459,11 @@ def _untrained_evaluations(run: _Run) -> list[dict[str, Any]]:
             result = eval_set.evaluator.score(base, embeddings, scheme)
             results.append({"stage": "untrained", "scheme": scheme.name, "accuracy": result.accuracy,
                             "macro_f1": result.macro_f1})
-        stored = {"source": eval_set.source, "key": key, "results": results}
-        write_json_atomic(run.path("eval_untrained.json"), stored)
+        write_json_atomic(storage.join(out, "eval_untrained.json"), {"source": eval_set.source, "results": results})
+        return results
+
+    stored = {"results": _evaluation(run, "untrained", run.path("untrained"), config.encoder.model,
+                                     config.encoder.model_dump(mode="json"), compute)}
     for result in stored["results"]:
         _say(f"untrained, {result['scheme']}: accuracy {result['accuracy']:.4f}")
     run.timings["baselines"] = time.perf_counter() - t
@@ -482,10 +493,7 @@ def _corpus_and_pretraining(run: _Run, evaluations: list[dict[str, Any]]) -> tup
              f"{config.encoder.model} (pretrain.use=if_dev_improves)")
     run.timings["pretrain"] = time.perf_counter() - t
     if run.eval_set is not None and pretrain["used"]:
-        stored = _stored_evaluation(run.path("eval_pretrained.json"), run.eval_set)
-        if stored is None:
-            result = _evaluate(run.eval_set, config.encoder.load(model_0), run.folder, "pretrained")
-            stored = _result_json(result, config.labels.names, run.eval_set.source)
+        stored = _scored(run, "pretrained", run.path("pretrain"), model_0, pretrain_settings(config))
         evaluations.append({"stage": "pretrained", "scheme": _scheme(config).name,
                             "accuracy": stored["accuracy"], "macro_f1": stored["macro_f1"]})
         _say(f"after pretraining: accuracy {stored['accuracy']:.4f}")
@@ -510,17 +518,17 @@ def _self_training(run: _Run, model_0: str) -> tuple[list[dict[str, Any]], Round
     stop = round_stop(config, guard_0.value if guard_0 is not None else None)
     t = time.perf_counter()
     for r in range(1, config.rounds.rounds + 1):
-        stage = Stage(JOB, f"round {r}", run.path(f"round_{r}"), round_settings(config, model),
-                      defaults=settings_before_they_existed(model))
+        stage = Stage(JOB, f"round {r}", run.path(f"round_{r}"), round_settings(config, model))
         done = stage.finished()
         if done is None:
             stage.begin("fit", "model")  # an interrupted fit with these settings resumes; another one's is deleted
             record = _self_training_round(run, r, stage.folder, model, model_0, embeddings_dir, previous_labels)
             if guard is not None:
                 record |= guard_fields(guard.score(record["model"], record["embeddings"]))
+            record = _round_evaluated(run, record, stage)
             stage.mark_done(record)
         else:
-            record = _finished_round(run, done["result"], stage.folder, guard)
+            record = _finished_round(run, done["result"], stage, guard)
         rounds.append(record)
         print(round_table(record, config.labels.names), flush=True)
         model, embeddings_dir = record["model"], record["embeddings"]
@@ -542,11 +550,21 @@ def _chosen_head(guard, guard_0, rounds: list[dict[str, Any]], best_round: int):
     return guard.score(record["model"], record["embeddings"]).heads[record["head"]]
 
 
-def _finished_round(run: _Run, record: dict[str, Any], folder: str, guard) -> dict[str, Any]:
+def _round_evaluated(run: _Run, record: dict[str, Any], stage: Stage) -> dict[str, Any]:
+    """The round's model on the evaluation set (a stage of its own: the evaluation set may change while the
+    round stays done)."""
+    if run.eval_set is None:
+        return record
+    t = time.perf_counter()
+    evaluated = _scored(run, "round", stage.folder, record["model"], stage.settings)
+    seconds = {"evaluate": time.perf_counter() - t, **record.get("seconds", {})}  # a finished round's own kept
+    return record | {"eval_accuracy": evaluated["accuracy"], "eval_macro_f1": evaluated["macro_f1"],
+                     "seconds": seconds}
+
+
+def _finished_round(run: _Run, record: dict[str, Any], stage: Stage, guard) -> dict[str, Any]:
     """A round an earlier run finished, with what that run may not have measured: its evaluation, its guard."""
-    if run.eval_set is not None and _stored_evaluation(storage.join(folder, "eval_round.json"), run.eval_set) is None:
-        evaluated = _evaluate(run.eval_set, run.config.encoder.load(record["model"]), folder, "round")
-        record |= {"eval_accuracy": evaluated.accuracy, "eval_macro_f1": evaluated.macro_f1}
+    record = _round_evaluated(run, record, stage)
     if guard is not None and list(record.get("guard_heads") or []) != guard.heads:  # none yet, or others asked
         record |= guard_fields(guard.score(record["model"], record["embeddings"]))
     return record
@@ -561,7 +579,7 @@ def _deliver(run: _Run, final_model: str, head) -> str:
     stage = Stage(JOB, "deliver", folder=run.path("final"), settings={
         "model": final_model, "labels": list(label_set.labels), "aliases": [list(a) for a in label_set.aliases],
         "prompts": prompts, "max_length": run.config.encoder.max_length,
-        "head": head_kind(head)}, defaults={"head": "prompts"})
+        "head": head_kind(head)})
     if stage.finished() is not None:
         return target
     method = run.method
@@ -706,12 +724,6 @@ def _self_training_round(run: _Run, r: int, folder: str, model: str, model_0: st
         "embeddings": new_embeddings,
         "seconds": {"select": selecting, "train": training, "export": exporting, "encode": encoding},
     }
-    if run.eval_set is not None:
-        t = time.perf_counter()
-        evaluated = _evaluate(run.eval_set, config.encoder.load(new_model), folder, "round")
-        record["eval_accuracy"] = evaluated.accuracy
-        record["eval_macro_f1"] = evaluated.macro_f1
-        record["seconds"]["evaluate"] = time.perf_counter() - t
     return record
 
 
