@@ -114,3 +114,18 @@ def test_begin_after_a_stage_finished_with_other_settings_starts_over(tmp_path):
     assert changed.finished() is None
     changed.begin("fit")
     assert not (folder / "fit").exists()
+
+
+def test_timings_add_up_each_part_and_the_total():
+    from contrastext.stages import Timings
+
+    timings = Timings()
+    with timings.measure("encode"):
+        time.sleep(0.02)
+    with pytest.raises(RuntimeError):
+        with timings.measure("train"):  # a part that fails is timed too
+            raise RuntimeError("stopped")
+    with timings.measure("encode"):
+        time.sleep(0.02)
+    assert list(timings) == ["encode", "train"] and timings["encode"] >= 0.04 and timings["train"] < 0.02
+    assert timings.total() >= timings["encode"] and json.loads(json.dumps(timings))["total"] == timings["total"]

@@ -17,9 +17,11 @@ alone or as a stage of another job; Ray's and the libraries' output is handled b
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import PurePath
 from typing import Any
 
@@ -47,6 +49,35 @@ def setting_differences(old: Any, new: Any, path: str = "") -> list[str]:
                 for d in (setting_differences(old[k], new[k], f"{path}.{k}") if k in old and k in new
                           else [f"{path}.{k}".lstrip(".")])]
     return [] if old == new else [path.lstrip(".") or "."]
+
+
+def fingerprint(settings: Any) -> str:
+    """A short digest of ``settings``: what a later stage records of the stage that made its input, so that
+    it runs again when that one is made again with other settings."""
+    text = json.dumps(as_json(settings), sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+class Timings(dict):
+    """A job's seconds per part, as its summary and ``manifest.json`` record them: ``with
+    timings.measure("encode"): ...`` adds the block's seconds to that part; ``total()`` the job's so far."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = time.perf_counter()
+
+    @contextmanager
+    def measure(self, part: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self[part] = self.get(part, 0.0) + time.perf_counter() - started
+
+    def total(self) -> float:
+        """Seconds since the job started, recorded as ``total``."""
+        self["total"] = time.perf_counter() - self.started
+        return self["total"]
 
 
 class Stage:
@@ -105,9 +136,16 @@ class Stage:
             except FileNotFoundError:
                 continue
         if previous is None or setting_differences(previous, self.settings):
+            removed = []
             for part in work:
                 full = storage.is_uri(part) or PurePath(part).is_absolute()
-                storage.delete(part if full else storage.join(self.marker_folder, part))
+                location = part if full else storage.join(self.marker_folder, part)
+                if storage.exists(location):
+                    removed.append(location)
+                    storage.delete(location)
+            if removed:
+                why = "no record of the settings that made it" if previous is None else "made with other settings"
+                self.say(f"starting over: removed {', '.join(removed)} ({why})")
         write_json_atomic(storage.join(self.marker_folder, ATTEMPT_FILE),
                           {"stage": self.name, "settings": self.settings,
                            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})

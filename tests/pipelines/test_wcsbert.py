@@ -12,6 +12,7 @@ from contrastext.config import load_config
 from contrastext.data.sources import TextSource, load_texts
 from contrastext.pipelines.wcsbert import run_wcsbert
 from contrastext.selftrain.config import WCSBertConfig
+from contrastext.stages import fingerprint
 from contrastext.vectors import unit_rows
 from wcsbert_tiny import labelled_file, tiny_settings
 
@@ -40,6 +41,17 @@ def test_text_pool_trains_only_on_its_half(ray_session, tiny_encoder_dir, tmp_pa
     pairs = pq.read_table(tmp_path / "runs" / "texts" / "round_1" / "pairs").to_pylist()
     assert pairs and {p["anchor"] for p in pairs} <= set(first.texts)
     assert not {p["anchor"] for p in pairs} & set(second.texts)
+
+    # a round setting changed: the round trains again, and the pool's embeddings and the evaluation in its
+    # folder are made again from the new model (same paths, another model: neither earlier one is reused)
+    selection = config.rounds.selection.model_copy(update={"top_fraction": 0.2})
+    again = run_wcsbert(config.model_copy(update={"rounds": config.rounds.model_copy(update={"selection": selection})}))
+    folder = tmp_path / "runs" / "texts" / "round_1"
+    settings = json.loads((folder / "done.json").read_text())["settings"]
+    assert settings["rounds"]["selection"]["top_fraction"] == 0.2
+    assert again["rounds"][0]["kept"] < summary["rounds"][0]["kept"]
+    assert json.loads((folder / "embeddings" / "done.json").read_text())["settings"]["made_with"] == fingerprint(settings)
+    assert json.loads((folder / "evaluation" / "done.json").read_text())["settings"]["made_with"] == settings
 
 
 def test_missing_evaluation_set_is_reported_not_fatal(tmp_path):

@@ -3,11 +3,11 @@
     model = WCSBert().fit(texts, labels=["World", "Sports", "Business", "Science"])
     model.predict(["The striker scored twice."])  # ["Sports"]
 
-Each round is the job's round (``contrastext.pipelines.wcsbert``) on texts held in memory: the current
-model scores the texts against the label prompts, the teacher turns those scores into pseudo-labels, the
-most confident share of each label (``selection``) pairs its texts with the label's best prompt, and MNR
-training on those pairs (``contrastext.train.fit``) gives the next round's model. No label of a text is
-ever read: ``labels`` are the names of the classes.
+Each round is the job's round (``contrastext.pipelines.wcsbert``; both run ``selftrain.rounds.run_rounds``)
+on texts held in memory: the current model scores the texts against the label prompts, the teacher turns
+those scores into pseudo-labels, the most confident share of each label (``selection``) pairs its texts with
+the label's best prompt, and MNR training on those pairs (``contrastext.train.fit``) gives the next round's
+model. No label of a text is ever read: ``labels`` are the names of the classes.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from contrastext.selftrain.guard import TextGuard, guard_fields
 from contrastext.selftrain.heads import HEAD_KINDS, LabelHead, head_kind
 from contrastext.selftrain.pseudo_labels import SelectionConfig, select
 from contrastext.selftrain.pseudo_pairs import text_pairs
+from contrastext.selftrain.rounds import run_rounds
 from contrastext.selftrain.scoring import changed_share, label_prompt_vectors
 from contrastext.selftrain.stopping import RoundStop
 from contrastext.selftrain.teachers import PromptTeacher, Teacher
@@ -153,8 +154,8 @@ class WCSBert:
 
     def _self_train(self, encoder, texts: list[str], folder: Path,
                     on_round: Callable[[dict[str, Any], Any], None] | None = None):
-        """The rounds from ``encoder``; returns the kept round's encoder (in memory) and the head the guard chose
-        for it (None without the guard)."""
+        """The rounds from ``encoder`` (``selftrain.rounds``); returns the kept round's encoder (in memory) and
+        the head the guard chose for it (None without the guard)."""
         guard = (TextGuard.build(encoder, texts, self.label_set_, self.prompts, sample=self.guard_sample,
                                  neighbours=self.guard_neighbours, seed=self.train.seed, batch_size=self.batch_size,
                                  heads=self.heads)
@@ -162,47 +163,11 @@ class WCSBert:
         guard_0 = guard.score() if guard is not None else None
         self.guard_round_0_ = guard_fields(guard_0) if guard_0 is not None else None
         stop = RoundStop(self.rounds, patience=self.patience, guard_0=guard_0.value if guard_0 is not None else None)
-        # the round-0 model and the best round's since, each with its best head
-        kept = {0: (encoder, guard_0.heads[guard_0.best] if guard_0 is not None else None)}
-        model = encoder_spec(self.encoder, folder / "start") if self.rounds else None  # what round 1 trains
-        backend = getattr(encoder, "backend_requested", "torch")  # the rounds' models run where the first did
-        previous = None
-        for r in range(1, self.rounds + 1):
-            pseudo, pairs, shares, text_pairs_made = self._pseudo_pairs(encoder, texts, r)
-            if not len(pairs):
-                raise ValueError(f"round {r}: no text was kept for training; raise selection.top_fraction or "
-                                 "lower selection.threshold")
-            order = np.random.default_rng(self.train.seed + r).permutation(len(pairs))
-            rows = [{"anchor": pairs.anchors[i], "positive": pairs.positives[i], "label": pairs.labels[i]}
-                    for i in order]
-            result = self.train_round(rows, model, r, folder)
-            model = result.model_path
-            encoder = load_text_encoder(model, self.max_length).set_backend(backend)
-            export_seconds = encoder.prepare_backend()  # the new weights exported before they encode
-            per_label = pseudo.kept_per_label(len(self.label_set_.labels)).tolist()
-            record = {"round": r, "kept": int(len(pseudo.kept)), "pairs": len(pairs),
-                      "kept_per_label": dict(zip(self.label_set_.labels, per_label)),
-                      "teacher_shares": dict(zip(self.label_set_.labels, shares.tolist())),
-                      "text_pairs": text_pairs_made,
-                      "labels_changed": changed_share(previous, pseudo.label), "steps": result.steps,
-                      "export_seconds": export_seconds,
-                      "model": kept_path(model, self.work_dir)}
-            scored = guard.score(encoder) if guard is not None else None
-            if scored is not None:
-                record |= guard_fields(scored)
-            self.history_.append(record)
-            if on_round is not None:
-                on_round(record, encoder)
-            previous = pseudo.label
-            done = stop.after(record)
-            if stop.best_round == r:
-                kept = {r: (encoder, scored.heads[scored.best] if scored is not None else None)}
-            if done:
-                break
-        self.chosen_round_, self.stop_reason_ = stop.best_round, stop.reason
-        encoder, head = kept[stop.best_round]
-        self.chosen_head_ = head_kind(head)
-        return encoder, head
+        runner = _RoundsInMemory(self, texts, folder, encoder, on_round)
+        outcome = run_rounds(runner, encoder, self.rounds, stop, guard, guard_0)
+        self.chosen_round_, self.stop_reason_ = outcome.chosen_round, stop.reason
+        self.chosen_head_ = head_kind(outcome.head)
+        return outcome.model, outcome.head
 
     def _pseudo_pairs(self, encoder, texts: list[str], r: int):
         """The round's pseudo-labels, its pairs, each label's share of the teacher's argmaxes, and how many of
@@ -330,3 +295,42 @@ class WCSBert:
         model.chosen_head_ = model.head_.kind if model.head_ is not None else "prompts"
         return model
 
+
+class _RoundsInMemory:
+    """``WCSBert``'s rounds over texts held in memory: pairs as a list, each round's model in ``folder``."""
+
+    def __init__(self, method: WCSBert, texts: list[str], folder: Path, encoder, on_round=None):
+        self.method, self.texts, self.folder, self.on_round = method, texts, folder, on_round
+        self.backend = getattr(encoder, "backend_requested", "torch")  # the rounds' models run where the first did
+        self.model = encoder_spec(method.encoder, folder / "start") if method.rounds else None  # what round 1 trains
+        self.previous: np.ndarray | None = None
+
+    def train(self, r: int, encoder):
+        method = self.method
+        pseudo, pairs, shares, text_pairs_made = method._pseudo_pairs(encoder, self.texts, r)
+        if not len(pairs):
+            raise ValueError(f"round {r}: no text was kept for training; raise selection.top_fraction or "
+                             "lower selection.threshold")
+        order = np.random.default_rng(method.train.seed + r).permutation(len(pairs))
+        rows = [{"anchor": pairs.anchors[i], "positive": pairs.positives[i], "label": pairs.labels[i]}
+                for i in order]
+        result = method.train_round(rows, self.model, r, self.folder)
+        self.model = result.model_path
+        encoder = load_text_encoder(self.model, method.max_length).set_backend(self.backend)
+        export_seconds = encoder.prepare_backend()  # the new weights exported before they encode
+        labels = method.label_set_.labels
+        record = {"round": r, "kept": int(len(pseudo.kept)), "pairs": len(pairs),
+                  "kept_per_label": dict(zip(labels, pseudo.kept_per_label(len(labels)).tolist())),
+                  "teacher_shares": dict(zip(labels, shares.tolist())),
+                  "text_pairs": text_pairs_made,
+                  "labels_changed": changed_share(self.previous, pseudo.label), "steps": result.steps,
+                  "export_seconds": export_seconds,
+                  "model": kept_path(self.model, method.work_dir)}
+        self.previous = pseudo.label
+        return record, encoder
+
+    def finish(self, record: dict[str, Any], encoder) -> dict[str, Any]:
+        self.method.history_.append(record)
+        if self.on_round is not None:
+            self.on_round(record, encoder)
+        return record

@@ -36,7 +36,7 @@ from contrastext.data.pages import pages_table
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.report import format_table
 from contrastext.runtime import init_ray
-from contrastext.stages import Stage
+from contrastext.stages import Stage, Timings
 
 
 class BuildCorpusConfig(Settings):
@@ -172,8 +172,7 @@ def run_build_corpus(config: BuildCorpusConfig, *, table: bool = True) -> dict[s
 
     from contrastext.data.wikipedia import ReadStats, read_categories_table
 
-    started = time.perf_counter()
-    timings: dict[str, float] = {}
+    timings = Timings()
     init_ray(config.ray)
     run_dir = _prepare_run_dir(config.output)
     units, inputs = plan_units(config)
@@ -237,7 +236,7 @@ def run_build_corpus(config: BuildCorpusConfig, *, table: bool = True) -> dict[s
         pairs_written = sum(json.loads(r["result"])["rows_out"] for r in ds.iter_rows())
         storage.delete(work)
     timings["pairs"] = pairing.seconds
-    timings["total"] = time.perf_counter() - started
+    timings.total()
 
     summary = {
         "input": inputs, "work_units": len(units), "pages": stats.pages, "skipped": dict(stats.skipped),
@@ -358,8 +357,7 @@ def run_encode_corpus(config: EncodeCorpusConfig, *, table: bool = True) -> dict
 
     from contrastext.data.h5store import SHARD_PATTERN, plan_shards, remove_partial_files
 
-    started = time.perf_counter()
-    timings: dict[str, float] = {}
+    timings = Timings()
     init_ray(config.ray)
     run_dir = _prepare_run_dir(config.output)
     files = _pages_files(config)
@@ -420,7 +418,7 @@ def run_encode_corpus(config: EncodeCorpusConfig, *, table: bool = True) -> dict
         id_min, id_max = attrs["_ids_range"]
         shards.append({"shard": s.shard, "file": SHARD_PATTERN.format(s.shard), "rows": int(attrs["rows"]),
                        "checksum": attrs["_checksum"], "id_min": id_min, "id_max": id_max, **s.as_dict()})
-    timings["total"] = time.perf_counter() - started
+    timings.total()
     total_rows = sum(s["rows"] for s in shards)
     summary = {
         "pages_files": len(files), "rows": total_rows, "shards": len(specs), "shards_kept": kept,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from contrastext.evaluators import PairRetrievalEvaluator
 from contrastext.manifest import file_checksum, write_json_atomic, write_manifest
 from contrastext.report import format_table
 from contrastext.runtime import init_ray
+from contrastext.stages import Timings
 from contrastext.train import fit
 
 log = logging.getLogger(__name__)
@@ -48,42 +48,35 @@ def _load_dataset(config: FitJobConfig):
 
 def run_pair_fit(config: FitJobConfig) -> dict[str, Any]:
     """Run the fit and return its summary (also written to ``metrics.json`` and ``manifest.json``)."""
-    timings: dict[str, float] = {}
-    started = time.perf_counter()
-    init_ray(config.ray)
-    run_dir = config.output.run_dir()  # a local folder or a URI
-    first, second = config.train.columns
+    timings = Timings()
+    with timings.measure("load"):
+        init_ray(config.ray)
+        run_dir = config.output.run_dir()  # a local folder or a URI
+        first, second = config.train.columns
+        ds, source = _load_dataset(config)
+        ds = ds.materialize()
+        if config.eval_fraction > 0:
+            train_ds, eval_ds = ds.train_test_split(test_size=config.eval_fraction, shuffle=True,
+                                                    seed=config.train.seed)
+            eval_rows = eval_ds.take(_MAX_EVAL_ROWS)
+        else:
+            train_ds, eval_rows = ds, []
+        evaluator = PairRetrievalEvaluator([r[first] for r in eval_rows], [r[second] for r in eval_rows])
+        train_rows = train_ds.count()
 
-    ds, source = _load_dataset(config)
-    ds = ds.materialize()
-    if config.eval_fraction > 0:
-        train_ds, eval_ds = ds.train_test_split(test_size=config.eval_fraction, shuffle=True,
-                                                seed=config.train.seed)
-        eval_rows = eval_ds.take(_MAX_EVAL_ROWS)
-    else:
-        train_ds, eval_rows = ds, []
-    evaluator = PairRetrievalEvaluator([r[first] for r in eval_rows], [r[second] for r in eval_rows])
-    train_rows = train_ds.count()
-    timings["load"] = time.perf_counter() - started
+    with timings.measure("eval_before"):
+        before = evaluator(config.train.encoder.load())
 
-    t = time.perf_counter()
-    base = config.train.encoder.load()
-    before = evaluator(base)
-    del base
-    timings["eval_before"] = time.perf_counter() - t
+    with timings.measure("train"):
+        result = fit(train_ds, config.train, config.output, eval_fn=evaluator, rows=train_rows,
+                     export_model_to=storage.join(run_dir, "model"))
 
-    t = time.perf_counter()
-    result = fit(train_ds, config.train, config.output, eval_fn=evaluator, rows=train_rows,
-                 export_model_to=storage.join(run_dir, "model"))
-    timings["train"] = time.perf_counter() - t
-
-    t = time.perf_counter()
     after = {}
-    if result.model_path:
-        with storage.local_copy(result.model_path) as model_dir:
-            after = evaluator(config.train.encoder.load(model_dir))
-    timings["eval_after"] = time.perf_counter() - t
-    timings["total"] = time.perf_counter() - started
+    with timings.measure("eval_after"):
+        if result.model_path:
+            with storage.local_copy(result.model_path) as model_dir:
+                after = evaluator(config.train.encoder.load(model_dir))
+    timings.total()
 
     summary = {
         "source": source,

@@ -26,7 +26,7 @@ from contrastext.predict.inputs import InputUnit, UnreadableInput, check_columns
 from contrastext.predict.predictors import ModelKind, Predictor, model_kind
 from contrastext.report import format_table
 from contrastext.runtime import init_ray
-from contrastext.stages import Stage
+from contrastext.stages import Stage, Timings
 
 JOB = "predict"
 _PROGRESS_EVERY_S = 5.0
@@ -123,7 +123,7 @@ def _absolute_paths(config: PredictConfig) -> PredictConfig:
 
 def run_predict(config: PredictConfig) -> dict[str, Any]:
     """Predict every text of ``config.input`` (skipping chunks an earlier run finished); returns the summary."""
-    started = time.perf_counter()
+    timings = Timings()
     config = _absolute_paths(config)
     run_dir = config.output.run_dir()
     model = Stage(JOB, "model")
@@ -154,7 +154,7 @@ def run_predict(config: PredictConfig) -> dict[str, Any]:
     started_at = time.time()
     totals = outputs.empty_counts()
     rows_now, times = _predict(config, kind, pending, done, run_dir, finished, totals)
-    timings = {"predict": finished.seconds}
+    timings["predict"] = finished.seconds
     # a writer on a node lost during this run leaves its half-written file; its chunk was written again
     removed += outputs.remove_temporary(run_dir)
 
@@ -169,7 +169,7 @@ def run_predict(config: PredictConfig) -> dict[str, Any]:
     if lost:  # records read before an unreadable file's error, in the chunk it cut short
         totals["rows_in"] += lost
         totals["skipped"]["in an unreadable file's last chunk"] += lost
-    timings["total"] = time.perf_counter() - started
+    timings.total()
     summary = {
         "model": config.model, "method": kind.method, "task": kind.task, "input": config.input.path,
         "output": run_dir, "files": files, "units": len(units), "units_kept": len(complete),

@@ -42,7 +42,7 @@ from contrastext.methods.negatives import BatchNegatives, OtherClusterNegatives
 from contrastext.methods.shuffle_divide import default_shuffle_divide_train, save_clusters
 from contrastext.metrics.clustering import clustering_scores, silhouette
 from contrastext.report import format_table
-from contrastext.stages import Stage, say
+from contrastext.stages import Stage, Timings, say
 
 
 JOB = "shuffle_divide"
@@ -167,15 +167,14 @@ def _tfidf_silhouette(assignments: np.ndarray, reference, config: ShuffleDivideC
     return silhouette(reference, assignments, sample_size=config.silhouette_sample_size, seed=config.train.seed)
 
 
-def _prepare_training(train_docs: LabelledTexts, method, timings: dict[str, float],
+def _prepare_training(train_docs: LabelledTexts, method, timings: Timings,
                       config: ShuffleDivideConfig) -> dict[str, Any]:
     """The pair builder reads the training texts once (labels only measure the pairs), and Ray starts;
     returns the pair stats."""
     from contrastext.runtime import init_ray
 
-    t = time.perf_counter()
-    stats = method.pairs.prepare(train_docs.texts, labels=train_docs.labels)
-    timings["pairs"] = time.perf_counter() - t
+    with timings.measure("pairs"):
+        stats = method.pairs.prepare(train_docs.texts, labels=train_docs.labels)
     say(JOB, f"pairs: {stats}")
     init_ray(config.ray)
     return stats
@@ -248,23 +247,21 @@ def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
 
     ``output.storage_path`` is a local folder or a URI; everything the run writes goes there.
     """
-    timings: dict[str, float] = {}
-    started = time.perf_counter()
+    timings = Timings()
     run_dir = config.output.run_dir()  # a local folder (absolute) or a URI
     storage.check_writable(run_dir)
 
-    t = time.perf_counter()
-    docs, docs_path = load_source(config.documents, config.data_dir, config.train.seed)
-    if config.train_documents is not None:
-        train_docs, train_path = load_source(config.train_documents, config.data_dir, config.train.seed)
-    else:
-        train_docs, train_path = docs, docs_path
-    k = config.k or (len(set(docs.labels)) if docs.labels is not None else None)
-    if k is None:
-        raise ValueError("set `k`: the documents have no label column to count clusters from")
-    if k >= len(docs):
-        raise ValueError(f"k={k} needs more than {len(docs)} documents")
-    timings["load"] = time.perf_counter() - t
+    with timings.measure("load"):
+        docs, docs_path = load_source(config.documents, config.data_dir, config.train.seed)
+        if config.train_documents is not None:
+            train_docs, train_path = load_source(config.train_documents, config.data_dir, config.train.seed)
+        else:
+            train_docs, train_path = docs, docs_path
+        k = config.k or (len(set(docs.labels)) if docs.labels is not None else None)
+        if k is None:
+            raise ValueError("set `k`: the documents have no label column to count clusters from")
+        if k >= len(docs):
+            raise ValueError(f"k={k} needs more than {len(docs)} documents")
     say(JOB, f"{len(docs)} documents to cluster from {docs_path} (skipped: {dict(docs.skipped) or 'none'}); "
              f"{len(train_docs)} to train on; k={k}")
 
@@ -293,27 +290,27 @@ def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
         else:
             row = {"epoch": epoch}
             if epoch > 0:
-                t = time.perf_counter()
-                train_file = storage.join(epoch_dir, "train.json")
-                # what a stopped attempt with these settings left is resumed; another attempt's is deleted
-                stage.begin("model", "train.json", "train_groups.npy", _fit_dir(run_dir, epoch))
-                trained = storage.is_file(storage.join(epoch_dir, "model", "modules.json"))
-                if not (trained and storage.is_file(train_file)):  # a stopped epoch that trained is only scored
-                    if not prepared:
-                        pair_stats = _prepare_training(train_docs, method, timings, config)
-                        write_json_atomic(pairs_file, pair_stats)
-                        prepared = True
-                    groups = _training_groups(epoch, model, train_docs, method, run_dir, config)
-                    pairs = method.pairs.pairs(epoch, ids=train_docs.ids, groups=groups)
-                    write_json_atomic(train_file, _train_epoch(epoch, model, pairs, run_dir, method))
-                row.update(storage.read_json(train_file))
-                timings[f"train_{epoch}"] = time.perf_counter() - t
-            t = time.perf_counter()
+                with timings.measure(f"train_{epoch}"):
+                    train_file = storage.join(epoch_dir, "train.json")
+                    # what a stopped attempt with these settings left is resumed; another attempt's is deleted
+                    stage.begin("model", "train.json", "train_groups.npy", _fit_dir(run_dir, epoch))
+                    trained = storage.is_file(storage.join(epoch_dir, "model", "modules.json"))
+                    if not (trained and storage.is_file(train_file)):  # a stopped epoch that trained is only scored
+                        if not prepared:
+                            pair_stats = _prepare_training(train_docs, method, timings, config)
+                            write_json_atomic(pairs_file, pair_stats)
+                            prepared = True
+                        groups = _training_groups(epoch, model, train_docs, method, run_dir, config)
+                        pairs = method.pairs.pairs(epoch, ids=train_docs.ids, groups=groups)
+                        write_json_atomic(train_file, _train_epoch(epoch, model, pairs, run_dir, method))
+                    row.update(storage.read_json(train_file))
+            scoring = Timings()
             epoch_model = storage.join(epoch_dir, "model") if epoch > 0 else model
-            embeddings = _encode(epoch_model, docs.texts, config)
-            assignments, scores = _cluster_and_score(embeddings, docs, method, config)
-            scores["tfidf_silhouette"] = _tfidf_silhouette(assignments, reference(), config)
-            row.update(scores, model=epoch_model, encode_cluster_s=time.perf_counter() - t)
+            with scoring.measure("encode_cluster"):
+                embeddings = _encode(epoch_model, docs.texts, config)
+                assignments, scores = _cluster_and_score(embeddings, docs, method, config)
+                scores["tfidf_silhouette"] = _tfidf_silhouette(assignments, reference(), config)
+            row.update(scores, model=epoch_model, encode_cluster_s=scoring["encode_cluster"])
             storage.write_npy(storage.join(epoch_dir, "embeddings.npy"), embeddings)
             storage.write_npy(storage.join(epoch_dir, "assignments.npy"), assignments)
             stage.mark_done(row)  # last: the marker says the epoch's outputs are all there
@@ -324,8 +321,7 @@ def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
         if not config.keep_epoch_models:
             _drop_stale_models(run_dir, rows, config.select_by)
 
-    summary = _finish(rows, docs, docs_path, train_path, train_docs, k, pair_stats, run_dir, config,
-                      timings, started)
+    summary = _finish(rows, docs, docs_path, train_path, train_docs, k, pair_stats, run_dir, config, timings)
     return summary
 
 
@@ -358,12 +354,12 @@ def _publish_model(source: str, destination: str) -> None:
 
 def _finish(rows: list[dict[str, Any]], docs: LabelledTexts, docs_path: Path | str, train_path: Path | str,
             train_docs: LabelledTexts, k: int, pair_stats: dict[str, Any], run_dir: str,
-            config: ShuffleDivideConfig, timings: dict[str, float], started: float) -> dict[str, Any]:
+            config: ShuffleDivideConfig, timings: Timings) -> dict[str, Any]:
     import pyarrow as pa
 
     from contrastext import plots
 
-    t = time.perf_counter()
+    report = Stage(JOB, "report")  # its clock: the model published, the assignments and figures written
     best = _best(rows, config.select_by) or rows[-1]
     best_acc = _best(rows, "acc")
     best_silhouette = _best(rows, "silhouette") or rows[-1]
@@ -409,8 +405,8 @@ def _finish(rows: list[dict[str, Any]], docs: LabelledTexts, docs_path: Path | s
     finally:
         if remote:
             shutil.rmtree(plot_dir, ignore_errors=True)
-    timings["report"] = time.perf_counter() - t
-    timings["total"] = time.perf_counter() - started
+    timings["report"] = report.seconds
+    timings.total()
 
     summary = {
         "documents": {"path": str(docs_path), "count": len(docs), "skipped": dict(docs.skipped)},

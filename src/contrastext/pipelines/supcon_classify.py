@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +28,7 @@ from contrastext.data.sources import TextSource, describe, load_texts, locate
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.methods.classify_settings import ClassifyLoss, default_classify_train
 from contrastext.report import format_table
-from contrastext.stages import Stage
+from contrastext.stages import Stage, Timings
 
 log = logging.getLogger(__name__)
 JOB = "supcon_classify"
@@ -262,11 +261,12 @@ def _evaluate(classifier, data: LabelledData, config: SupconClassifyConfig, vari
               run_dir: str, plots_dir: Path | None) -> dict[str, Any]:
     from contrastext.metrics.classification import classification_report
 
-    started = time.perf_counter()
-    prediction = classifier.predict(data.test.texts, batch_size=config.eval_batch_size, show_progress=True)
-    report = classification_report(data.test.labels, prediction.probabilities, prediction.embeddings,
-                                   data.label_names, null_label=data.null_id).as_dict()
-    report["eval_seconds"] = time.perf_counter() - started
+    clock = Timings()
+    with clock.measure("eval"):
+        prediction = classifier.predict(data.test.texts, batch_size=config.eval_batch_size, show_progress=True)
+        report = classification_report(data.test.labels, prediction.probabilities, prediction.embeddings,
+                                       data.label_names, null_label=data.null_id).as_dict()
+    report["eval_seconds"] = clock["eval"]
     if plots_dir is not None:
         from contrastext.plots import project_2d, scatter_2d
 
@@ -294,11 +294,10 @@ def run_supcon_classify(config: SupconClassifyConfig) -> dict[str, Any]:
     """Train, score and compare every variant; returns the comparison (also in ``comparison.json``)."""
     from contrastext.runtime import init_ray
 
-    timings: dict[str, float] = {}
-    started = time.perf_counter()
+    timings = Timings()
     run_dir = config.output.run_dir()
-    data = load_labelled_data(config.data)
-    timings["load"] = time.perf_counter() - started
+    with timings.measure("load"):
+        data = load_labelled_data(config.data)
     log.info("data: %d train / %d test rows, %d labels%s", len(data.train.texts), len(data.test.texts),
              len(data.label_names), f" (null label {data.label_names[data.null_id]!r})" if data.null_id is not None
              else "")
@@ -340,7 +339,7 @@ def run_supcon_classify(config: SupconClassifyConfig) -> dict[str, Any]:
         models[variant.name] = result.model_path
         timings[f"variant_{variant.name}"] = stage.seconds
 
-    timings["total"] = time.perf_counter() - started
+    timings.total()
     comparison = {
         "data": {"train_rows": len(data.train.texts), "test_rows": len(data.test.texts),
                  "labels": data.label_names, "null_label": None if data.null_id is None

@@ -20,7 +20,6 @@ inside themselves.
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Callable
 from array import array
 from dataclasses import dataclass
@@ -50,10 +49,11 @@ from contrastext.selftrain.prototypes import (
 from contrastext.selftrain.category_votes import PairsWritten, write_category_pairs
 from contrastext.selftrain.pseudo_pairs import PseudoPairs, label_prompts, text_pairs
 from contrastext.selftrain.scoring import changed_share, embed_label_strings, label_prompt_vectors, score_pool
+from contrastext.selftrain.rounds import RoundsOutcome, run_rounds
 from contrastext.selftrain.stopping import RoundStop
 from contrastext.selftrain.teachers import PrototypeTeacher
 from contrastext.selftrain.text_positives import TextPositivesConfig, combined
-from contrastext.stages import Stage, say
+from contrastext.stages import Stage, Timings, fingerprint, say
 from contrastext.vectors import unit_rows
 
 
@@ -67,12 +67,14 @@ def _say(message: str) -> None:
     say(JOB, message)
 
 
-def round_settings(config: WCSBertConfig, start_model: str) -> dict[str, Any]:
-    """What a round's outputs depend on (its done-marker compares them)."""
+def round_settings(config: WCSBertConfig, start_model: str, start_made_with: str | None = None) -> dict[str, Any]:
+    """What a round's outputs depend on (its done-marker compares them); ``start_made_with``: the fingerprint
+    of the settings that made ``start_model`` (None: a named model), so a round whose start model was made
+    again with other settings runs again."""
     rounds = {k: v for k, v in config.rounds.model_dump(mode="json").items() if k not in _NOT_PART_OF_A_ROUND}
     rounds["text_positives"] = _text_positives(config).model_dump(mode="json")
     return {"rounds": rounds, "labels": config.labels.model_dump(mode="json"), "from": start_model,
-            "pool": config.pool.model_dump(mode="json")}
+            "from_made_with": start_made_with, "pool": config.pool.model_dump(mode="json")}
 
 
 def _text_positives(config: WCSBertConfig) -> TextPositivesConfig:
@@ -162,25 +164,28 @@ def _evaluate(eval_set: EvalSet, encoder, out: str, name: str) -> ZeroShotResult
 
 
 def _evaluation(run: "_Run", name: str, folder: str, model: str, made_with: Any,
-                compute: Callable[[str], Any]) -> Any:
+                compute: Callable[[str], Any], title: str | None = None) -> Any:
     """An evaluation as a stage in ``folder/evaluation``: ``compute(folder)`` runs unless an earlier run made
-    it with the same model (``made_with``: the settings of the stage that made it), labels and evaluation
-    set; returns its result."""
+    it with the same model (``made_with``: the settings of the stage that made it), encoder settings, labels
+    and evaluation texts; returns its result."""
     config = run.config
-    stage = Stage(JOB, f"{name} evaluation", storage.join(folder, "evaluation"), {
-        "model": model, "made_with": made_with, "labels": config.labels.model_dump(mode="json"),
-        "evaluation": config.evaluation.model_dump(mode="json"), "source": run.eval_set.source})
+    stage = Stage(JOB, f"{title or name} evaluation", storage.join(folder, "evaluation"), {
+        "model": model, "made_with": made_with, "encoder": config.encoder.model_dump(mode="json"),
+        "labels": config.labels.model_dump(mode="json"),
+        "evaluation": config.evaluation.model_dump(mode="json", include={"texts", "half", "split_seed", "max_rows"}),
+        "source": run.eval_set.source})
     done = stage.finished()
     return done["result"] if done is not None else stage.mark_done(compute(stage.folder))
 
 
-def _scored(run: "_Run", name: str, folder: str, model: str, made_with: Any) -> dict[str, Any]:
+def _scored(run: "_Run", name: str, folder: str, model: str, made_with: Any,
+            title: str | None = None) -> dict[str, Any]:
     """``model`` on the evaluation set with the job's prompts and aliases (``eval_<name>.json``)."""
     def compute(out: str) -> dict[str, Any]:
         result = _evaluate(run.eval_set, run.config.encoder.load(model), out, name)
         return _result_json(result, run.config.labels.names, run.eval_set.source)
 
-    return _evaluation(run, name, folder, model, made_with, compute)
+    return _evaluation(run, name, folder, model, made_with, compute, title)
 
 
 def _result_json(result: ZeroShotResult, labels: list[str], source: str) -> dict[str, Any]:
@@ -267,15 +272,17 @@ def _stage_pretrain(config: WCSBertConfig, run: str) -> dict[str, Any]:
     del base
     stage.say(f"{rows} category pairs, {len(queries)} dev pages held out; MAP@3 before "
               f"{before.get('map@3', float('nan')):.3f}")
-    started = time.perf_counter()
     model = storage.join(stage.folder, "model")
     stage.begin("fit", "model")  # an interrupted fit with these settings resumes; another one's is deleted
-    result = fit(dataset, train, OutputConfig(storage_path=stage.folder, name="fit"),
-                 eval_fn=evaluator if queries else None, rows=rows, export_model_to=model)
-    after = evaluator(train.encoder.load(model)) if queries else {}
+    storage.delete(storage.join(stage.folder, "evaluation"))  # measured on the model made before
+    clock = Timings()
+    with clock.measure("fit"):
+        result = fit(dataset, train, OutputConfig(storage_path=stage.folder, name="fit"),
+                     eval_fn=evaluator if queries else None, rows=rows, export_model_to=model)
+        after = evaluator(train.encoder.load(model)) if queries else {}
     out = {"pairs": rows, "dev_pages": len(queries), "steps": result.steps,
            "loss": result.mean_loss, "dev_before": before, "dev_after": after,
-           "seconds": time.perf_counter() - started, "model": model}
+           "seconds": clock["fit"], "model": model}
     return stage.mark_done(out)
 
 
@@ -340,11 +347,14 @@ def check_pool_size(texts: int, labels: int) -> None:
                          f"({MIN_POOL_TEXTS_PER_LABEL} per label); give pool.texts more rows or raise pool.max_rows")
 
 
-def _encode_pool(config: WCSBertConfig, pages: str, model: str, out: str) -> dict[str, Any]:
+def _encode_pool(config: WCSBertConfig, pages: str, model: str, out: str,
+                 made_with: str | None = None) -> dict[str, Any]:
+    """The pool encoded by ``model`` into ``out`` (a stage; ``made_with``: the fingerprint of the settings
+    that made the model, None for a named one)."""
     from contrastext.pipelines.corpus import EncodeCorpusConfig, run_encode_corpus
 
     stage = Stage(JOB, f"{storage.name(storage.parent(out))} embeddings", out, {
-        "model": model, "pages": str(pages), "max_words": config.pool.max_words,
+        "model": model, "made_with": made_with, "pages": str(pages), "max_words": config.pool.max_words,
         "encode": config.encode.model_dump(mode="json"), "max_length": config.encoder.max_length})
     done = stage.finished()
     if done is not None:
@@ -385,7 +395,7 @@ class _Run:
     label_set: Any
     pages: str
     eval_set: EvalSet | None
-    timings: dict[str, float]
+    timings: Timings
     method: Any  # methods.wcsbert.WCSBert: each round's pseudo-labels and training
 
     def path(self, *parts: str) -> str:
@@ -394,7 +404,7 @@ class _Run:
 
 def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     """Run every stage (skipping finished ones) and return the summary (also in ``metrics.json``)."""
-    started = time.perf_counter()
+    timings = Timings()
     folder = config.output.run_dir()
     storage.check_writable(folder)
     root = data_root(config.data_dir)
@@ -405,21 +415,24 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
         _say(f"pool: {pool_texts} texts (labels never read)")
     eval_set, eval_missing = load_eval_set(config, root)
     _say(f"evaluation skipped: {eval_missing}" if eval_set is None else f"evaluation set: {eval_set.source}")
-    run = _Run(config, folder, label_set, pages, eval_set, timings={}, method=method_of(config))
+    run = _Run(config, folder, label_set, pages, eval_set, timings, method=method_of(config))
 
     evaluations = _untrained_evaluations(run)
     corpus, pretrain, model_0 = _corpus_and_pretraining(run, evaluations)
-    t = time.perf_counter()
-    encoded = _encode_pool(config, pages, model_0, run.path("round_0", "embeddings"))
-    run.timings["encode"] = time.perf_counter() - t
+    made_with = fingerprint(pretrain_settings(config)) if pretrain and pretrain["used"] else None
+    with timings.measure("encode"):
+        encoded = _encode_pool(config, pages, model_0, run.path("round_0", "embeddings"), made_with)
     _say(f"pool: {encoded['rows']} items encoded with {model_0}")
-    rounds, stop, guard, guard_0 = _self_training(run, model_0)
-    best_round = stop.best_round
-    final_model = rounds[best_round - 1]["model"] if best_round else model_0
-    head = _chosen_head(guard, guard_0, rounds, best_round)
+    with timings.measure("rounds"):
+        outcome, guard_0 = _self_training(run, model_0, made_with)
+    rounds, stop, head = outcome.records, outcome.stop, outcome.head
+    best_round, final_model = outcome.chosen_round, outcome.model.model
     delivered = _deliver(run, final_model, head)
-    final = _final_evaluation(run, final_model, rounds, best_round, head) if eval_set is not None else None
-    run.timings["total"] = time.perf_counter() - started
+    final = None
+    if eval_set is not None:
+        with timings.measure("final_evaluation"):
+            final = _final_evaluation(run, final_model, rounds, best_round, head)
+    timings.total()
     labels = config.labels
     summary = {
         "evaluation_set": eval_set.source if eval_set else None, "evaluation_skipped": eval_missing or None,
@@ -449,7 +462,6 @@ def _untrained_evaluations(run: _Run) -> list[dict[str, Any]]:
     config, eval_set = run.config, run.eval_set
     if eval_set is None or not config.evaluation.baselines:
         return []
-    t = time.perf_counter()
 
     def compute(out: str) -> list[dict[str, Any]]:
         base = config.encoder.load()
@@ -462,12 +474,12 @@ def _untrained_evaluations(run: _Run) -> list[dict[str, Any]]:
         write_json_atomic(storage.join(out, "eval_untrained.json"), {"source": eval_set.source, "results": results})
         return results
 
-    stored = {"results": _evaluation(run, "untrained", run.path("untrained"), config.encoder.model,
-                                     config.encoder.model_dump(mode="json"), compute)}
-    for result in stored["results"]:
+    with run.timings.measure("baselines"):
+        results = _evaluation(run, "untrained", run.path("untrained"), config.encoder.model,
+                              config.encoder.model_dump(mode="json"), compute)
+    for result in results:
         _say(f"untrained, {result['scheme']}: accuracy {result['accuracy']:.4f}")
-    run.timings["baselines"] = time.perf_counter() - t
-    return list(stored["results"])
+    return list(results)
 
 
 def _corpus_and_pretraining(run: _Run, evaluations: list[dict[str, Any]]) -> tuple[Any, Any, str]:
@@ -476,14 +488,13 @@ def _corpus_and_pretraining(run: _Run, evaluations: list[dict[str, Any]]) -> tup
     config = run.config
     corpus = pretrain = None
     if config.pretrain.enabled or config.pool.source == "wikipedia":
-        t = time.perf_counter()
-        corpus = _stage_corpus(config, run.folder)
-        run.timings["corpus"] = time.perf_counter() - t
+        with run.timings.measure("corpus"):
+            corpus = _stage_corpus(config, run.folder)
     model_0 = config.encoder.model
     if not config.pretrain.enabled:
         return corpus, pretrain, model_0
-    t = time.perf_counter()
-    pretrain = _stage_pretrain(config, run.folder)
+    with run.timings.measure("pretrain"):
+        pretrain = _stage_pretrain(config, run.folder)
     pretrain["used"] = _pretrained_model_is_used(config.pretrain, pretrain)
     if pretrain["used"]:
         model_0 = pretrain["model"]
@@ -491,7 +502,6 @@ def _corpus_and_pretraining(run: _Run, evaluations: list[dict[str, Any]]) -> tup
         _say(f"pretrain: dev MAP@3 {pretrain['dev_after'].get('map@3', float('nan')):.3f} does not beat the "
              f"untrained {pretrain['dev_before'].get('map@3', float('nan')):.3f}; self-training starts from "
              f"{config.encoder.model} (pretrain.use=if_dev_improves)")
-    run.timings["pretrain"] = time.perf_counter() - t
     if run.eval_set is not None and pretrain["used"]:
         stored = _scored(run, "pretrained", run.path("pretrain"), model_0, pretrain_settings(config))
         evaluations.append({"stage": "pretrained", "scheme": _scheme(config).name,
@@ -500,54 +510,68 @@ def _corpus_and_pretraining(run: _Run, evaluations: list[dict[str, Any]]) -> tup
     return corpus, pretrain, model_0
 
 
-def _self_training(run: _Run, model_0: str) -> tuple[list[dict[str, Any]], RoundStop, Any, Any]:
-    """Stage 3: the rounds from M_0 until the stopping rule says so; returns their records, the rule (which
-    round to keep, why it stopped), the guard and its scores of M_0 (both None without the guard)."""
+def _self_training(run: _Run, model_0: str, made_with: str | None) -> tuple[RoundsOutcome, Any]:
+    """Stage 3: the rounds from M_0 (made with the settings ``made_with`` fingerprints; None: a named model)
+    until the stopping rule says so (``selftrain.rounds``); returns what they kept and the guard's scores of
+    M_0 (None without the guard)."""
     config = run.config
-    rounds: list[dict[str, Any]] = []
-    model, embeddings_dir = model_0, run.path("round_0", "embeddings")
-    previous_labels: np.ndarray | None = None
+    start = StoredModel(model_0, run.path("round_0", "embeddings"))
     # with no round the guard still chooses the head the untrained model is delivered with (as WCSBert does;
     # where the pool is not re-encoded the guard scores the prompts alone, see _Guard.heads)
     chooses_head = run.method.chooses_head and config.rounds.reencode
-    guard = (_guard_reference(config, model_0, embeddings_dir, run.label_set)
+    guard = (_guard_reference(config, model_0, start.embeddings, run.label_set)
              if config.rounds.guard and (config.rounds.rounds or chooses_head) else None)
     guard_0 = guard.score() if guard else None
     if guard_0 is not None:
         _say(f"guard: round-0 model {guard_text(guard_0)}")
     stop = round_stop(config, guard_0.value if guard_0 is not None else None)
-    t = time.perf_counter()
-    for r in range(1, config.rounds.rounds + 1):
-        stage = Stage(JOB, f"round {r}", run.path(f"round_{r}"), round_settings(config, model))
-        done = stage.finished()
-        if done is None:
-            stage.begin("fit", "model")  # an interrupted fit with these settings resumes; another one's is deleted
-            record = _self_training_round(run, r, stage.folder, model, model_0, embeddings_dir, previous_labels)
-            if guard is not None:
-                record |= guard_fields(guard.score(record["model"], record["embeddings"]))
-            record = _round_evaluated(run, record, stage)
-            stage.mark_done(record)
+    outcome = run_rounds(_StoredRounds(run, model_0, made_with), start, config.rounds.rounds, stop, guard, guard_0)
+    return outcome, guard_0
+
+
+@dataclass(frozen=True)
+class StoredModel:
+    """A round's model as the job keeps it: its folder and the pool's embeddings under it."""
+
+    model: str
+    embeddings: str
+
+
+class _StoredRounds:
+    """The job's rounds (``selftrain.rounds.RoundRunner``): the pool on ``.h5`` shards, pairs written by Ray
+    Data, each round a stage (a finished one is read back), evaluated and shown as a table."""
+
+    def __init__(self, run: _Run, model_0: str, made_with: str | None):
+        self.run, self.model_0 = run, model_0
+        self.made_with = made_with  # the fingerprint of the settings that made the next round's start model
+        self.stage: Stage | None = None
+        self.new = False  # whether the round was trained by this run (its marker still to be written)
+        self.previous_labels: np.ndarray | None = None
+
+    def train(self, r: int, model: StoredModel) -> tuple[dict[str, Any], StoredModel]:
+        run = self.run
+        self.stage = Stage(JOB, f"round {r}", run.path(f"round_{r}"),
+                           round_settings(run.config, model.model, self.made_with))
+        done = self.stage.finished()
+        self.new = done is None
+        if self.new:
+            self.stage.begin("fit", "model")  # an interrupted fit with these settings resumes; another's is deleted
+            storage.delete(storage.join(self.stage.folder, "evaluation"))  # measured on the model made before
+            record = _self_training_round(run, r, self.stage.folder, model.model, self.model_0, model.embeddings,
+                                          self.previous_labels, fingerprint(self.stage.settings))
         else:
-            record = _finished_round(run, done["result"], stage, guard)
-        rounds.append(record)
-        print(round_table(record, config.labels.names), flush=True)
-        model, embeddings_dir = record["model"], record["embeddings"]
-        previous_labels = storage.read_npy(storage.join(stage.folder, "pseudo_labels.npy"))
-        if stop.after(record):
-            break
-    run.timings["rounds"] = time.perf_counter() - t
-    return rounds, stop, guard, guard_0
+            record = done["result"]
+        return record, StoredModel(record["model"], record["embeddings"])
 
-
-def _chosen_head(guard, guard_0, rounds: list[dict[str, Any]], best_round: int):
-    """The head the guard chose for the kept model (None without the guard); a round's is made again from its
-    stored pool embeddings, as a finished round's record holds only its name."""
-    if guard is None:
-        return None
-    if not best_round:
-        return guard_0.heads[guard_0.best]
-    record = rounds[best_round - 1]
-    return guard.score(record["model"], record["embeddings"]).heads[record["head"]]
+    def finish(self, record: dict[str, Any], model: StoredModel) -> dict[str, Any]:
+        stage = self.stage
+        record = _round_evaluated(self.run, record, stage)
+        if self.new:
+            stage.mark_done(record)
+        print(round_table(record, self.run.config.labels.names), flush=True)
+        self.previous_labels = storage.read_npy(storage.join(stage.folder, "pseudo_labels.npy"))
+        self.made_with = fingerprint(stage.settings)
+        return record
 
 
 def _round_evaluated(run: _Run, record: dict[str, Any], stage: Stage) -> dict[str, Any]:
@@ -555,19 +579,13 @@ def _round_evaluated(run: _Run, record: dict[str, Any], stage: Stage) -> dict[st
     round stays done)."""
     if run.eval_set is None:
         return record
-    t = time.perf_counter()
-    evaluated = _scored(run, "round", stage.folder, record["model"], stage.settings)
-    seconds = {"evaluate": time.perf_counter() - t, **record.get("seconds", {})}  # a finished round's own kept
+    measured = Timings()
+    with measured.measure("evaluate"):
+        evaluated = _scored(run, "round", stage.folder, record["model"], stage.settings, title=stage.name)
+    seconds = dict(record.get("seconds", {}))
+    seconds.setdefault("evaluate", measured["evaluate"])  # a finished round keeps the times it was made in
     return record | {"eval_accuracy": evaluated["accuracy"], "eval_macro_f1": evaluated["macro_f1"],
                      "seconds": seconds}
-
-
-def _finished_round(run: _Run, record: dict[str, Any], stage: Stage, guard) -> dict[str, Any]:
-    """A round an earlier run finished, with what that run may not have measured: its evaluation, its guard."""
-    record = _round_evaluated(run, record, stage)
-    if guard is not None and list(record.get("guard_heads") or []) != guard.heads:  # none yet, or others asked
-        record |= guard_fields(guard.score(record["model"], record["embeddings"]))
-    return record
 
 
 def _deliver(run: _Run, final_model: str, head) -> str:
@@ -607,7 +625,6 @@ def _final_evaluation(run: _Run, final_model: str, rounds: list[dict[str, Any]],
     chose one), also through pool prototypes and label mapping."""
     config, eval_set = run.config, run.eval_set
     labels = config.labels
-    t = time.perf_counter()
     encoder = config.encoder.load(final_model)
     eval_embeddings = eval_set.evaluator.embed(encoder)
     result = eval_set.evaluator.score(encoder, eval_embeddings)
@@ -626,7 +643,6 @@ def _final_evaluation(run: _Run, final_model: str, rounds: list[dict[str, Any]],
     write_json_atomic(run.path("eval_final.json"), final)
     if config.evaluation.label_mapping and rounds and config.pool.source == "wikipedia":
         final["label_mapping_accuracy"] = _label_mapping_accuracy(eval_set, encoder, run.folder, best_round)
-    run.timings["final_evaluation"] = time.perf_counter() - t
     return final
 
 
@@ -643,17 +659,17 @@ class _Guard:
     config: WCSBertConfig
     label_set: Any
 
-    def score(self, model: str | None = None, embeddings_dir: str | None = None) -> Any:
+    def score(self, model: StoredModel | None = None) -> Any:
         """The guard's scores (selftrain.guard.HeadScores) of each head's labels of the sampled pool items under
-        ``model``, whose embeddings of them are read from ``embeddings_dir`` (None: the round-0 model, from
-        the embeddings its reference holds: nothing is loaded or encoded again)."""
+        ``model``, their embeddings read from its stored pool (None: the round-0 model, from the embeddings
+        its reference holds: nothing is loaded or encoded again)."""
         from contrastext.data.h5store import H5Corpus
 
         if model is None:
             return self.reference.score_heads(self.reference.embeddings, self.reference.label_embeddings, self.heads)
-        encoder = self.config.encoder.load(model)
+        encoder = self.config.encoder.load(model.model)
         label_embeddings = embed_label_strings(encoder, self.label_set, self.config.labels.prompts)
-        embeddings = H5Corpus(embeddings_dir).lookup(self.reference.ids)
+        embeddings = H5Corpus(model.embeddings).lookup(self.reference.ids)
         return self.reference.score_heads(embeddings, label_embeddings, self.heads)
 
     @property
@@ -682,31 +698,31 @@ def _guard_reference(config: WCSBertConfig, model_0: str, embeddings_dir: str, l
 
 
 def _self_training_round(run: _Run, r: int, folder: str, model: str, model_0: str, embeddings_dir: str,
-                         previous_labels: np.ndarray | None) -> dict[str, Any]:
-    """Round ``r`` from ``model``: pseudo-pairs, a fit, the pool encoded again; returns the round's record."""
+                         previous_labels: np.ndarray | None, made_with: str) -> dict[str, Any]:
+    """Round ``r`` from ``model``: pseudo-pairs, a fit, the pool encoded again (``made_with``: the round's
+    settings' fingerprint, so embeddings of a round made before with other settings are not reused);
+    returns the round's record."""
     config = run.config
-    t = time.perf_counter()
-    pool, calibrated, pseudo, pairs = _round_pairs(run, r, folder, model, embeddings_dir)
-    selecting = time.perf_counter() - t
+    seconds = Timings()
+    with seconds.measure("select"):
+        pool, calibrated, pseudo, pairs = _round_pairs(run, r, folder, model, embeddings_dir)
 
-    t = time.perf_counter()
     init = model if config.rounds.init == "previous" else model_0
     new_model = storage.join(folder, "model")
-    # the workers read the pairs from storage: the driver never holds them as rows
-    data = storage.parquet_dataset(_pairs_files(pairs.location), columns=run.method.pair_columns)
-    result = run.method.train_round(data, init, r, output=storage.join(folder, "fit"), export_to=new_model,
-                                    rows=len(pairs))
-    training = time.perf_counter() - t
+    with seconds.measure("train"):
+        # the workers read the pairs from storage: the driver never holds them as rows
+        data = storage.parquet_dataset(_pairs_files(pairs.location), columns=run.method.pair_columns)
+        result = run.method.train_round(data, init, r, output=storage.join(folder, "fit"), export_to=new_model,
+                                        rows=len(pairs))
 
     # the new model's ONNX export, made once here (cached by its weights) so the encode actors only load it
-    exporting = export_for_inference(config.encoder, new_model)
+    seconds["export"] = export_for_inference(config.encoder, new_model)
 
-    t = time.perf_counter()
     new_embeddings = embeddings_dir
-    if config.rounds.reencode:
-        new_embeddings = storage.join(folder, "embeddings")
-        _encode_pool(config, run.pages, new_model, new_embeddings)
-    encoding = time.perf_counter() - t
+    with seconds.measure("encode"):
+        if config.rounds.reencode:
+            new_embeddings = storage.join(folder, "embeddings")
+            _encode_pool(config, run.pages, new_model, new_embeddings, made_with)
 
     names = config.labels.names
     record: dict[str, Any] = {
@@ -722,7 +738,7 @@ def _self_training_round(run: _Run, r: int, folder: str, model: str, model_0: st
         "mean_confidence_kept": float(pseudo.confidence[pseudo.kept].mean()) if len(pseudo.kept) else None,
         "loss": result.mean_loss, "steps": result.steps, "model": new_model,
         "embeddings": new_embeddings,
-        "seconds": {"select": selecting, "train": training, "export": exporting, "encode": encoding},
+        "seconds": dict(seconds),
     }
     return record
 

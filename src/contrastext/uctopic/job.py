@@ -27,7 +27,7 @@ from contrastext import storage
 from contrastext.config import OutputConfig
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.report import format_table
-from contrastext.stages import Stage, say
+from contrastext.stages import Stage, Timings, say
 from contrastext.uctopic.config import EntityEvalSettings, TopicSettings, UCTopicConfig
 from contrastext.uctopic.phrases import PhraseInstance
 
@@ -53,9 +53,10 @@ def _load_encoder(spec: str, config: UCTopicConfig):
 
 
 def _encode(encoder, instances: Sequence[PhraseInstance], config: UCTopicConfig, what: str) -> np.ndarray:
-    started = time.perf_counter()
-    vectors = encoder.encode(instances, batch_size=config.encode_batch_size, show_progress=sys.stderr.isatty())
-    _say(f"encoded {len(instances):,} {what} in {time.perf_counter() - started:.1f}s")
+    clock = Timings()
+    with clock.measure(what):
+        vectors = encoder.encode(instances, batch_size=config.encode_batch_size, show_progress=sys.stderr.isatty())
+    _say(f"encoded {len(instances):,} {what} in {clock[what]:.1f}s")
     return vectors
 
 
@@ -124,13 +125,14 @@ def _mine_topics(encoder, instances, embeddings, settings: TopicSettings, extrac
     from contrastext.uctopic.service import PhraseTopicModel
     from contrastext.uctopic.topics import cluster_phrases
 
-    started = time.perf_counter()
-    clustering = cluster_phrases(embeddings, settings.n_topics, k_min=settings.k_min, k_max=settings.k_max,
-                                 seed=seed)
-    model = PhraseTopicModel(encoder, temperature=settings.temperature)
-    result = model.topics_of(instances, embeddings, clustering, top_phrases=settings.top_phrases,
-                             min_phrase_count=settings.min_phrase_count, extractor=extractor)
-    _say(f"{clustering.k} topics (silhouette {clustering.silhouette}) in {time.perf_counter() - started:.1f}s")
+    clock = Timings()
+    with clock.measure("topics"):
+        clustering = cluster_phrases(embeddings, settings.n_topics, k_min=settings.k_min, k_max=settings.k_max,
+                                     seed=seed)
+        model = PhraseTopicModel(encoder, temperature=settings.temperature)
+        result = model.topics_of(instances, embeddings, clustering, top_phrases=settings.top_phrases,
+                                 min_phrase_count=settings.min_phrase_count, extractor=extractor)
+    _say(f"{clustering.k} topics (silhouette {clustering.silhouette}) in {clock['topics']:.1f}s")
     return clustering, result
 
 
@@ -143,7 +145,7 @@ def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
     from contrastext.uctopic.phrases import positive_pair_dataset
     from contrastext.uctopic.sources import wiki_pages_dataset
 
-    timings: dict[str, float] = {}
+    timings = Timings()
     output = _stage_output(config)
     run_dir = output.run_dir()
     stage = training_stage(config, run_dir)
@@ -175,17 +177,13 @@ def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
 
     before = after = None
     if config.evaluation.conll and config.evaluation.before:
-        t = time.perf_counter()
-        before = entity_clustering(_load_encoder(config.model, config), config.evaluation, config)
-        timings["eval_before"] = time.perf_counter() - t
-    t = time.perf_counter()
-    result = fit(pairs, config.train_config(), output, rows=rows, export_model_to=storage.join(run_dir, "model"))
-    timings["train"] = time.perf_counter() - t
+        with timings.measure("eval_before"):
+            before = entity_clustering(_load_encoder(config.model, config), config.evaluation, config)
+    with timings.measure("train"):
+        result = fit(pairs, config.train_config(), output, rows=rows, export_model_to=storage.join(run_dir, "model"))
     if config.evaluation.conll and result.model_path:
-        t = time.perf_counter()
-        with storage.local_copy(result.model_path) as folder:
+        with timings.measure("eval_after"), storage.local_copy(result.model_path) as folder:
             after = entity_clustering(_load_encoder(str(folder), config), config.evaluation, config)
-        timings["eval_after"] = time.perf_counter() - t
     timings["total"] = stage.seconds
     summary = {"stage": "pretrain", "source": source, "link_mentions": link_mentions, "pairs": rows,
                "pairs_by_source": dict(written.by_source),
@@ -219,7 +217,7 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
     from contrastext.uctopic.sources import load_phrase_source
     from contrastext.uctopic.topics import ccl_pairs, ccl_pseudo_labels, cluster_phrases
 
-    timings: dict[str, float] = {}
+    timings = Timings()
     output = _stage_output(config)
     run_dir = output.run_dir()
     stage = training_stage(config, run_dir)
@@ -257,10 +255,9 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
         extra_before = entity_clustering(_load_encoder(config.model, config), config.evaluation, config)
 
     init_ray(config.ray)
-    t = time.perf_counter()
-    result = fit(ray.data.from_arrow(pa.Table.from_pylist(rows)), config.train_config(), output, rows=len(rows),
-                 export_model_to=storage.join(run_dir, "model"))
-    timings["train"] = time.perf_counter() - t
+    with timings.measure("train"):
+        result = fit(ray.data.from_arrow(pa.Table.from_pylist(rows)), config.train_config(), output,
+                     rows=len(rows), export_model_to=storage.join(run_dir, "model"))
     with storage.local_copy(result.model_path) as folder:
         tuned = _load_encoder(str(folder), config)
         after_embeddings = _encode(tuned, instances, config, "phrase instances")
@@ -306,21 +303,18 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
 def run_mine(config: UCTopicConfig) -> dict[str, Any]:
     from contrastext.uctopic.sources import load_phrase_source
 
-    timings: dict[str, float] = {}
-    started = time.perf_counter()
+    timings = Timings()
     run_dir = _stage_output(config).run_dir()
     settings = config.mine
-    loaded = load_phrase_source(settings.data, config.seed)
+    with timings.measure("extract"):
+        loaded = load_phrase_source(settings.data, config.seed)
     _say(f"{loaded.counts.get('instances', 0):,} phrase instances ({loaded.extractor}) from {loaded.source}")
-    timings["extract"] = time.perf_counter() - started
     encoder = _load_encoder(config.model, config)
-    t = time.perf_counter()
-    embeddings = _encode(encoder, loaded.instances, config, "phrase instances")
-    timings["encode"] = time.perf_counter() - t
-    t = time.perf_counter()
-    clustering, mined = _mine_topics(encoder, loaded.instances, embeddings, settings.topics, loaded.extractor,
-                                     config.seed)
-    timings["cluster"] = time.perf_counter() - t
+    with timings.measure("encode"):
+        embeddings = _encode(encoder, loaded.instances, config, "phrase instances")
+    with timings.measure("cluster"):
+        clustering, mined = _mine_topics(encoder, loaded.instances, embeddings, settings.topics, loaded.extractor,
+                                         config.seed)
     topic_rows, quality = topic_report(mined, loaded.instances)
     if settings.plot:
         from contrastext import plots
@@ -329,7 +323,7 @@ def run_mine(config: UCTopicConfig) -> dict[str, Any]:
         points = plots.project_2d(embeddings[sample], "pca", seed=config.seed)
         _write_figure(run_dir, "topics_pca.png", lambda path: plots.scatter_2d(
             points, clustering.result.assignments[sample], path, f"phrase instances by topic (k={clustering.k})"))
-    timings["total"] = time.perf_counter() - started
+    timings.total()
     summary = {"stage": "mine", "source": loaded.source, "model": config.model, "extractor": loaded.extractor,
                "counts": loaded.counts, "n_topics": clustering.k, "silhouette": clustering.silhouette,
                "silhouette_by_k": clustering.silhouette_by_k, "topics": topic_rows, "topic_quality": quality,
@@ -350,12 +344,12 @@ def run_mine(config: UCTopicConfig) -> dict[str, Any]:
 
 
 def run_evaluate(config: UCTopicConfig) -> dict[str, Any]:
-    started = time.perf_counter()
+    timings = Timings()
     if not config.evaluation.conll:
         raise ValueError("stage 'evaluate' needs evaluation.conll (a CoNLL-style file)")
     run_dir = _stage_output(config).run_dir()
     scores = entity_clustering(_load_encoder(config.model, config), config.evaluation, config)
-    timings = {"total": time.perf_counter() - started}
+    timings.total()
     summary = {"stage": "evaluate", "model": config.model, "conll": config.evaluation.conll,
                "labels": config.evaluation.labels, "entity_clustering": scores, "timings_s": timings}
     table = [["model", config.model], ["entities", scores["instances"]], ["k", scores["k"]],

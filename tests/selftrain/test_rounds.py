@@ -1,0 +1,109 @@
+"""The self-training loop shared by WCSBert and the job: which round and head it keeps, when it stops, and
+when it asks the guard. The runner and guard here are small hand-made ones with known scores; the class and
+the job run the loop with their real ones (tests/methods/test_wcsbert_class.py, tests/pipelines)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from contrastext.selftrain.guard import GuardScore, HeadScores
+from contrastext.selftrain.heads import LabelHead
+from contrastext.selftrain.rounds import run_rounds
+from contrastext.selftrain.stopping import RoundStop
+
+
+def _head(kind: str, model: str) -> LabelHead:
+    vectors = np.eye(2, dtype=np.float32) if model.endswith("0") else np.eye(2, dtype=np.float32)[::-1].copy()
+    return LabelHead(kind, vectors, np.arange(2), 2)
+
+
+class Guard:
+    """Scores models named "m0", "m1", …: ``values[model]`` is (prompt head, prototype head)."""
+
+    heads = ("prompts", "prototypes")
+
+    def __init__(self, values: dict[str, tuple[float, float]]):
+        self.values, self.scored = values, []
+
+    def score(self, model: str | None = None) -> HeadScores:
+        model = model or "m0"
+        self.scored.append(model)
+        prompts, prototypes = self.values[model]
+        return HeadScores({"prompts": GuardScore(prompts, 1.0), "prototypes": GuardScore(prototypes, 1.0)},
+                          {kind: _head(kind, model) for kind in self.heads})
+
+
+class Runner:
+    """Round r trains "m{r}"; ``finished`` rounds are read back with the records an earlier run kept."""
+
+    def __init__(self, finished: dict[int, dict] | None = None):
+        self.finished, self.trained, self.shown = finished or {}, [], []
+
+    def train(self, r: int, model: str) -> tuple[dict, str]:
+        if r in self.finished:
+            return dict(self.finished[r]), f"m{r}"
+        self.trained.append((r, model))
+        return {"round": r, "labels_changed": 0.5}, f"m{r}"
+
+    def finish(self, record: dict, model: str) -> dict:
+        self.shown.append(record["round"])
+        return record | {"shown": True}
+
+
+def test_keeps_the_best_round_and_stops_after_the_guard_falls():
+    guard = Guard({"m0": (0.50, 0.52), "m1": (0.60, 0.58), "m2": (0.55, 0.70), "m3": (0.9, 0.9)})
+    runner = Runner()
+    outcome = run_rounds(runner, "m0", 3, RoundStop(3, guard_0=0.50), guard)
+    assert runner.trained == [(1, "m0"), (2, "m1")] and runner.shown == [1, 2]  # round 3 never runs
+    assert outcome.chosen_round == 1 and outcome.model == "m1" and outcome.head.kind == "prompts"
+    assert "did not improve for 1 round" in outcome.stop.reason
+    assert [r["guard"] for r in outcome.records] == [0.60, 0.55] and all(r["shown"] for r in outcome.records)
+    # round 2's prototypes beat its prompts by more than the margin: its record says so, but round 1 is kept
+    assert outcome.records[1]["head"] == "prototypes" and outcome.records[0]["head"] == "prompts"
+    assert guard.scored == ["m0", "m1", "m2"]  # each model once
+
+
+def test_no_round_delivers_the_start_model_with_the_head_the_guard_chooses():
+    guard = Guard({"m0": (0.40, 0.60)})
+    outcome = run_rounds(Runner(), "m0", 0, RoundStop(0, guard_0=0.40), guard)
+    assert outcome.records == [] and outcome.model == "m0" and outcome.chosen_round == 0
+    assert outcome.head.kind == "prototypes" and outcome.stop.reason == "no rounds configured"
+
+
+def test_without_the_guard_the_last_round_is_kept_with_no_head():
+    runner = Runner()
+    outcome = run_rounds(runner, "m0", 2, RoundStop(2))
+    assert outcome.chosen_round == 2 and outcome.model == "m2" and outcome.head is None
+    assert "guard" not in outcome.records[0]
+
+
+def test_a_finished_round_is_scored_again_only_for_the_head_it_is_delivered_with():
+    guard = Guard({"m0": (0.50, 0.50), "m1": (0.60, 0.61), "m2": (0.58, 0.58)})
+    earlier = {1: {"round": 1, "labels_changed": 0.4, "guard": 0.60, "head": "prompts",
+                   "guard_heads": {"prompts": 0.60, "prototypes": 0.61}}}
+    runner = Runner(finished=earlier)
+    outcome = run_rounds(runner, "m0", 2, RoundStop(2, guard_0=0.50), guard)
+    assert runner.trained == [(2, "m1")] and outcome.chosen_round == 1
+    # m1's record kept its scores; it is scored once more, at the end, to make the head it is delivered with
+    assert guard.scored == ["m0", "m2", "m1"] and outcome.head.kind == "prompts"
+    # a record scored with other heads than those asked for is scored again when it is read back
+    other = {1: {**earlier[1], "guard_heads": {"prompts": 0.60}}}
+    guard.scored.clear()
+    run_rounds(Runner(finished=other), "m0", 1, RoundStop(1, guard_0=0.50), guard)
+    assert guard.scored == ["m0", "m1"]
+
+
+def test_settled_pseudo_labels_stop_the_rounds():
+    guard = Guard({"m0": (0.5, 0.5), "m1": (0.6, 0.6), "m2": (0.7, 0.7)})
+    stop = RoundStop(5, guard_0=0.5, min_change=0.6)  # every round changes 0.5 of the labels
+    outcome = run_rounds(Runner(), "m0", 5, stop, guard)
+    assert len(outcome.records) == 1 and outcome.chosen_round == 1
+    assert outcome.stop.reason.startswith("pseudo-labels settled")
+
+
+@pytest.mark.parametrize("rounds", [1, 2])
+def test_the_guards_round_0_score_is_taken_when_not_given(rounds):
+    guard = Guard({"m0": (0.9, 0.9), "m1": (0.5, 0.5), "m2": (0.4, 0.4)})
+    outcome = run_rounds(Runner(), "m0", rounds, RoundStop(rounds, guard_0=0.9), guard)
+    assert guard.scored[0] == "m0" and outcome.chosen_round == 0 and outcome.model == "m0"
