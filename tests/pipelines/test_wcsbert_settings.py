@@ -102,3 +102,21 @@ def test_an_evaluation_is_measured_again_when_the_labels_the_model_or_the_evalua
     assert evaluation(aliases, made_with={"pretrain": {"steps": 20}}) == {"accuracy": 0.53}  # another model
     assert evaluation(aliases, source="vital, 500 rows", made_with={"pretrain": {"steps": 20}}) == {"accuracy": 0.54}
     assert measured == [str(tmp_path / "pretrain" / "evaluation")] * 4
+
+
+def test_a_finished_rounds_guard_scores_are_kept_only_when_made_on_the_same_sample(tmp_path):
+    from contrastext.pipelines.wcsbert import StoredModel, _Run, _StoredRounds
+    from contrastext.stages import Stage
+
+    config = load_config(WCSBertConfig)
+    run = _Run(config, str(tmp_path), None, "", None, timings={}, method=None)
+    start = StoredModel("m0", str(tmp_path / "round_0" / "embeddings"))
+    scored = {"round": 1, "model": "round_1/model", "embeddings": "round_1/embeddings", "guard": 0.6,
+              "guard_kappa": 0.6, "guard_anchored": 1.0, "head": "prompts", "guard_heads": {"prompts": 0.6},
+              "guard_key": "sample-a"}
+    Stage("wcsbert", "round 1", str(tmp_path / "round_1"), round_settings(config, "m0")).mark_done(scored)
+    record, model = _StoredRounds(run, "m0", None, "sample-a").train(1, start)
+    assert record == scored and model == StoredModel("round_1/model", "round_1/embeddings")
+    # another guard sample (or neighbourhood count): the round stays done, its guard fields go to be made again
+    record, _ = _StoredRounds(run, "m0", None, "sample-b").train(1, start)
+    assert not [key for key in record if key.startswith("guard")] and record["model"] == "round_1/model"

@@ -525,7 +525,8 @@ def _self_training(run: _Run, model_0: str, made_with: str | None) -> tuple[Roun
     if guard_0 is not None:
         _say(f"guard: round-0 model {guard_text(guard_0)}")
     stop = round_stop(config, guard_0.value if guard_0 is not None else None)
-    outcome = run_rounds(_StoredRounds(run, model_0, made_with), start, config.rounds.rounds, stop, guard, guard_0)
+    runner = _StoredRounds(run, model_0, made_with, guard.key if guard is not None else None)
+    outcome = run_rounds(runner, start, config.rounds.rounds, stop, guard, guard_0)
     return outcome, guard_0
 
 
@@ -541,9 +542,10 @@ class _StoredRounds:
     """The job's rounds (``selftrain.rounds.RoundRunner``): the pool on ``.h5`` shards, pairs written by Ray
     Data, each round a stage (a finished one is read back), evaluated and shown as a table."""
 
-    def __init__(self, run: _Run, model_0: str, made_with: str | None):
+    def __init__(self, run: _Run, model_0: str, made_with: str | None, guard_key: str | None):
         self.run, self.model_0 = run, model_0
         self.made_with = made_with  # the fingerprint of the settings that made the next round's start model
+        self.guard_key = guard_key  # a finished round's guard scores are kept only if made on the same sample
         self.stage: Stage | None = None
         self.new = False  # whether the round was trained by this run (its marker still to be written)
         self.previous_labels: np.ndarray | None = None
@@ -561,13 +563,15 @@ class _StoredRounds:
                                           self.previous_labels, fingerprint(self.stage.settings))
         else:
             record = done["result"]
+            if record.get("guard_key") != self.guard_key:  # scored on another sample: scored again
+                record = {key: value for key, value in record.items() if not key.startswith("guard")}
         return record, StoredModel(record["model"], record["embeddings"])
 
     def finish(self, record: dict[str, Any], model: StoredModel) -> dict[str, Any]:
         stage = self.stage
         record = _round_evaluated(self.run, record, stage)
         if self.new:
-            stage.mark_done(record)
+            stage.mark_done(record | {"guard_key": self.guard_key})
         print(round_table(record, self.run.config.labels.names), flush=True)
         self.previous_labels = storage.read_npy(storage.join(stage.folder, "pseudo_labels.npy"))
         self.made_with = fingerprint(stage.settings)
@@ -658,6 +662,13 @@ class _Guard:
     reference: Any  # selftrain.guard.GuardReference
     config: WCSBertConfig
     label_set: Any
+
+    @property
+    def key(self) -> str:
+        """What a round's guard scores depend on beyond the round itself: the sample and its neighbourhoods."""
+        rounds = self.config.rounds
+        return fingerprint({"sample": rounds.guard_sample, "neighbours": rounds.guard_neighbours,
+                            "seed": rounds.train.seed})
 
     def score(self, model: StoredModel | None = None) -> Any:
         """The guard's scores (selftrain.guard.HeadScores) of each head's labels of the sampled pool items under
