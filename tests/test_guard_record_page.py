@@ -10,7 +10,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import guard_record  # noqa: E402
 
-from contrastext.selftrain.guard import PROTOTYPE_MARGIN  # noqa: E402
+from contrastext.selftrain.guard import PROTOTYPE_MARGIN, TRAINED_PROTOTYPE_MARGIN  # noqa: E402
 
 
 def test_each_page_is_its_summary_rendered():
@@ -21,10 +21,14 @@ def test_each_page_is_its_summary_rendered():
         assert guard_record.page_path(seed).read_text(encoding="utf-8") == guard_record.render_page(summary)
 
 
-def test_the_shipped_rule_is_the_guards_margin():
-    assert guard_record.SHIPPED.endswith(f"+{PROTOTYPE_MARGIN}")
-    summary = json.loads(guard_record.SUMMARY.read_text(encoding="utf-8"))
+def test_the_shipped_rule_is_the_guards_margins():
+    assert guard_record.SHIPPED.endswith(f"+{PROTOTYPE_MARGIN} (round 0) / +{TRAINED_PROTOTYPE_MARGIN} (trained)")
+    summary = json.loads(guard_record.summary_path(1).read_text(encoding="utf-8"))
+    assert summary["shipped"] == guard_record.SHIPPED
     assert guard_record.SHIPPED in {row["rule"] for row in summary["rules"]}
+    # the first record was made under the earlier rule, which its page marks as shipped
+    first = json.loads(guard_record.SUMMARY.read_text(encoding="utf-8"))
+    assert "shipped" not in first and guard_record.EARLIER in {row["rule"] for row in first["rules"]}
 
 
 def test_a_record_delivers_what_the_rule_chooses():
@@ -45,3 +49,10 @@ def test_a_record_delivers_what_the_rule_chooses():
     assert (row["delivered"]["round"], row["delivered"]["head"]) == (1, "prompts")
     assert row["oracle"]["accuracy"] == 0.8 and row["untrained"]["accuracy"] == 0.6
     assert guard_record.RULES["last round, prototypes"](record) == (2, "prototypes")
+    # a trained round's prototypes 0.07 above its prompts: the earlier rule delivered them, the shipped one
+    # needs 0.1 there; on the round-0 model 0.07 is enough
+    record["candidates"]["1"] = candidate({"prompts": 0.8, "prototypes": 0.75}, {"prompts": 0.6, "prototypes": 0.67})
+    assert guard_record.RULES[guard_record.EARLIER](record) == (1, "prototypes")
+    assert guard_record.RULES[guard_record.SHIPPED](record) == (1, "prompts")
+    record["candidates"]["0"] = candidate({"prompts": 0.6, "prototypes": 0.7}, {"prompts": 0.7, "prototypes": 0.77})
+    assert guard_record.RULES[guard_record.SHIPPED](record) == (0, "prototypes")

@@ -53,13 +53,14 @@ def test_the_default_self_trains_on_one_half_evaluates_on_the_other_and_guards_i
         assert guard == pytest.approx(part["guard_kappa"] * part["guard_anchored"])
         assert round(part["guard_anchored"] * 11) == pytest.approx(part["guard_anchored"] * 11)
     assert summary["chosen_round"] == max(range(3), key=lambda r: (guards[r], -r))
-    # each model scored with both heads, the prompts' score its guard; prototypes delivered only if clearly better
-    from contrastext.selftrain.guard import PROTOTYPE_MARGIN
+    # each model scored with both heads, the prompts' score its guard; prototypes delivered only if clearly
+    # better, by a larger lead on a trained round than on the round-0 model
+    from contrastext.selftrain.guard import PROTOTYPE_MARGIN, TRAINED_PROTOTYPE_MARGIN
 
-    for part in parts:
-        heads = part["guard_heads"]
+    for r, part in enumerate(parts):
+        heads, margin = part["guard_heads"], TRAINED_PROTOTYPE_MARGIN if r else PROTOTYPE_MARGIN
         assert part["guard"] == heads["prompts"] and set(heads) == {"prompts", "prototypes"}
-        assert (part["head"] == "prototypes") == (heads["prototypes"] > heads["prompts"] + PROTOTYPE_MARGIN)
+        assert (part["head"] == "prototypes") == (heads["prototypes"] > heads["prompts"] + margin)
     assert summary["chosen_head"] == parts[summary["chosen_round"]]["head"]
     assert summary["final"]["delivered"]["head"] == summary["chosen_head"]
     assert summary["final_model"] == (summary["rounds"][summary["chosen_round"] - 1]["model"]

@@ -120,3 +120,17 @@ def test_the_round_0_model_is_scored_from_the_embeddings_the_guard_was_built_wit
     for head in kept.scores:
         assert kept.scores[head].value == pytest.approx(again.scores[head].value, abs=1e-6)
     np.testing.assert_allclose(kept.heads["prototypes"].vectors, again.heads["prototypes"].vectors, atol=1e-5)
+    # a trained model needs a larger lead of its prototypes to deliver them than the round-0 model does
+    from contrastext.selftrain.guard import PROTOTYPE_MARGIN, TRAINED_PROTOTYPE_MARGIN
+
+    assert (kept.margin, again.margin) == (PROTOTYPE_MARGIN, TRAINED_PROTOTYPE_MARGIN)
+
+
+def test_the_prototypes_are_delivered_only_with_a_lead_larger_than_the_margin():
+    from contrastext.selftrain.guard import GuardScore, HeadScores
+
+    def scores(prompts: float, prototypes: float, margin: float) -> HeadScores:
+        return HeadScores({"prompts": GuardScore(prompts, 1.0), "prototypes": GuardScore(prototypes, 1.0)}, {}, margin)
+
+    assert scores(0.50, 0.57, 0.05).best == "prototypes" and scores(0.50, 0.57, 0.10).best == "prompts"
+    assert scores(0.50, 0.61, 0.10).best == "prototypes" and scores(0.50, 0.61, 0.10).value == 0.50

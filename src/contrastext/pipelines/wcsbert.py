@@ -38,7 +38,7 @@ from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.report import format_table
 from contrastext.runtime import init_ray
 from contrastext.selftrain.config import PretrainConfig, WCSBertConfig
-from contrastext.selftrain.guard import guard_fields, guard_text
+from contrastext.selftrain.guard import TRAINED_PROTOTYPE_MARGIN, guard_fields, guard_text
 from contrastext.selftrain.heads import head_kind
 from contrastext.selftrain.prototypes import (
     classify_by_prototypes,
@@ -668,7 +668,7 @@ class _Guard:
         """What a round's guard scores depend on beyond the round itself: the sample and its neighbourhoods."""
         rounds = self.config.rounds
         return fingerprint({"sample": rounds.guard_sample, "neighbours": rounds.guard_neighbours,
-                            "seed": rounds.train.seed})
+                            "seed": rounds.train.seed, "margin": TRAINED_PROTOTYPE_MARGIN})
 
     def score(self, model: StoredModel | None = None) -> Any:
         """The guard's scores (selftrain.guard.HeadScores) of each head's labels of the sampled pool items under
@@ -681,7 +681,7 @@ class _Guard:
         encoder = self.config.encoder.load(model.model)
         label_embeddings = embed_label_strings(encoder, self.label_set, self.config.labels.prompts)
         embeddings = H5Corpus(model.embeddings).lookup(self.reference.ids)
-        return self.reference.score_heads(embeddings, label_embeddings, self.heads)
+        return self.reference.score_heads(embeddings, label_embeddings, self.heads, TRAINED_PROTOTYPE_MARGIN)
 
     @property
     def heads(self) -> list[str]:
