@@ -144,13 +144,16 @@ class Timeline:
                 interval.end = time.perf_counter()
         return timed
 
-    def first(self, name: str, within: Interval | None = None, outside: Interval | None = None) -> Interval | None:
+    def first(self, name: str, within: Interval | None = None, outside: Interval | None = None,
+              after: Interval | None = None) -> Interval | None:
         for i in self.intervals:
             if i.name != name:
                 continue
             if within is not None and not (within.start <= i.start and i.end <= within.end):
                 continue
             if outside is not None and outside.start <= i.start <= outside.end:
+                continue
+            if after is not None and i.start < after.end:
                 continue
             return i
         return None
@@ -217,7 +220,7 @@ def chain_stages(timeline: Timeline, run: Interval, run_dir: Path, pages: int, t
             stages.append(Stage("guard reference (round 0)", [(encode.end, round_.start)], pages, "pages", True))
     fit = timeline.first("fit", within=round_)
     reencode = timeline.first("encode", within=round_)
-    evaluate = timeline.first("evaluate", within=round_)
+    evaluate = timeline.first("evaluate", within=run, after=round_)  # the round's model, once it is scored
     assert fit is not None and reencode is not None and evaluate is not None
     prefix = f"round 1, {teacher}"
     stages += [Stage(f"{prefix}: score + select", [(round_.start, fit.start)], pages, "pages", True),
@@ -226,7 +229,7 @@ def chain_stages(timeline: Timeline, run: Interval, run_dir: Path, pages: int, t
                Stage(f"{prefix}: re-encode pool", [(reencode.start, reencode.end)], pages, "pages", True),
                Stage(f"{prefix}: evaluate", [(evaluate.start, evaluate.end)], eval_rows, "texts", False),
                Stage(f"{'guard, ' if GUARDED else ''}final evaluation, pool prototypes ({teacher})",
-                     [(round_.end, run.end)], pages, "pages", True)]
+                     [(round_.end, evaluate.start), (evaluate.end, run.end)], pages, "pages", True)]
     return stages
 
 

@@ -569,9 +569,9 @@ class _StoredRounds:
 
     def finish(self, record: dict[str, Any], model: StoredModel) -> dict[str, Any]:
         stage = self.stage
-        record = _round_evaluated(self.run, record, stage)
+        record = _round_evaluated(self.run, record, stage) | {"guard_key": self.guard_key}
         if self.new:
-            stage.mark_done(record | {"guard_key": self.guard_key})
+            stage.mark_done(record)
         print(round_table(record, self.run.config.labels.names), flush=True)
         self.previous_labels = storage.read_npy(storage.join(stage.folder, "pseudo_labels.npy"))
         self.made_with = fingerprint(stage.settings)
