@@ -444,7 +444,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0,
                         help="another draw of every pool, evaluation sample and training seed (0: the record's own)")
-    parser.add_argument("--out", type=Path, default=None, help="default runs/guard_record (seed N: .../seedN)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where each set's record.json is kept (default benchmarks/results/guard_records/seedN, "
+                             "committed, so that --rules-only replays new rules without training)")
     parser.add_argument("--rules-only", action="store_true", help="compare rules on the records already made")
     parser.add_argument("--verbose", action="store_true", help="print Ray's own logs too")
     args = parser.parse_args()
@@ -452,7 +454,7 @@ def main() -> None:
 
     configure_console(verbose=args.verbose)  # a line per set and round; Ray's logs go to its log folder
     if args.out is None:
-        args.out = REPO_ROOT / "runs" / "guard_record" / (f"seed{args.seed}" if args.seed else "")
+        args.out = REPO_ROOT / "benchmarks" / "results" / "guard_records" / f"seed{args.seed}"
     records = []
     for name in args.sets:
         path = args.out / name / "record.json"
