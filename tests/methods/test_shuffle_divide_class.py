@@ -60,15 +60,39 @@ def test_an_epoch_pulls_halves_together_and_the_three_sports_cluster_exactly(ray
     default = default_shuffle_divide_train()
     optimizer = default.optimizer.model_copy(update={"lr": 1e-4, "warmup_ratio": 0.0})
     train = default.model_copy(update={"batch_size": 5, "optimizer": optimizer})
-    model = ShuffleDivide(n_clusters=3, epochs=1, max_length=128, train=train, work_dir=tmp_path)
+    # both epochs cluster the three sports exactly, so no label-free score tells them apart: keep the last
+    model = ShuffleDivide(n_clusters=3, epochs=1, max_length=128, train=train, select_by="last", work_dir=tmp_path)
     clusters = model.fit_predict(documents)
     assert clustering_accuracy(labels, clusters) == 1.0
-    (record,) = model.history_
-    assert record["pairs"] == 15 and record["steps"] == 3
+    before, record = model.history_
+    assert record["pairs"] == 15 and record["steps"] == 3 and model.chosen_epoch_ == 1
+    assert before["tfidf_silhouette"] == pytest.approx(record["tfidf_silhouette"])  # the same clusters
     assert _halves_margin(model, documents) > _halves_margin(untrained, documents) + 0.1
     # the saved encoder is the trained one: a new ShuffleDivide starting from it embeds alike
     reloaded = ShuffleDivide(str(model.save(tmp_path / "encoder")), epochs=0, max_length=128).fit(documents)
     np.testing.assert_allclose(reloaded.transform(documents[:3]), model.transform(documents[:3]), atol=1e-5)
+
+
+@pytest.mark.integration
+@pytest.mark.ray
+@pytest.mark.slow
+def test_fit_keeps_the_untrained_encoder_when_training_breaks_the_clusters(ray_session, articles, untrained,
+                                                                          tmp_path):
+    """A rate 10,000× the shipped one wrecks the encoder in three steps: its clusters fit the documents' words
+    worse (or, collapsed into one, not at all), and fit keeps epoch 0, as the job would."""
+    documents, labels = articles
+    default = default_shuffle_divide_train()
+    optimizer = default.optimizer.model_copy(update={"lr": 0.3, "warmup_ratio": 0.0})
+    train = default.model_copy(update={"batch_size": 5, "optimizer": optimizer})
+    model = ShuffleDivide(n_clusters=3, epochs=1, max_length=128, train=train, work_dir=tmp_path)
+    clusters = model.fit_predict(documents)
+    before, broken = model.history_
+    assert not broken["tfidf_silhouette"] >= before["tfidf_silhouette"] > 0  # lower, or NaN: no two clusters
+    assert model.chosen_epoch_ == 0
+    assert clustering_accuracy(labels, clusters) == 1.0
+    np.testing.assert_allclose(model.transform(documents[:3]), untrained.transform(documents[:3]), atol=1e-5)
+    last = ShuffleDivide(n_clusters=3, epochs=1, max_length=128, train=train, select_by="last").fit(documents)
+    assert clustering_accuracy(labels, last.cluster(last.embeddings_)) < 1.0  # what keeping the last would give
 
 
 @pytest.mark.integration
@@ -86,6 +110,8 @@ def test_any_fit_predict_clusterer_plugs_in(articles, untrained):
 def test_wrong_use_is_refused():
     with pytest.raises(ValueError, match="epochs"):
         ShuffleDivide(epochs=-1)
+    with pytest.raises(ValueError, match="select_by"):
+        ShuffleDivide(select_by="acc")
     with pytest.raises(RuntimeError, match="fit"):
         ShuffleDivide().transform(["a document"])
     with pytest.raises(ValueError, match="pair loss"):

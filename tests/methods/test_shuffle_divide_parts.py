@@ -108,10 +108,15 @@ def test_a_users_pair_builder_is_what_is_trained_and_one_cluster_leaves_ntxent_n
     untrained = ShuffleDivide(str(tiny_encoder_dir), epochs=0, max_length=32).fit(NEWS_DOCUMENTS)
     model.fit(NEWS_DOCUMENTS)
     assert builder.texts == NEWS_DOCUMENTS and model.pair_stats_ == {"pairs": 6}
-    (record,) = model.history_
+    before, record = model.history_
+    assert before["epoch"] == 0 and "loss" not in before
     assert record["pairs"] == 6 and record["steps"] == 2 and record["loss"] == 0.0
-    (embedded,) = clusterer.seen  # the documents, embedded by the epoch's starting model
-    np.testing.assert_allclose(embedded, untrained.transform(NEWS_DOCUMENTS), atol=1e-5)
+    # epoch 0's clusters (the documents under the starting model) were the groups; each epoch is clustered once
+    before_training, after_training = clusterer.seen
+    np.testing.assert_allclose(before_training, untrained.transform(NEWS_DOCUMENTS), atol=1e-5)
+    # one cluster has no silhouette in any epoch: the last epoch is kept
+    assert model.chosen_epoch_ == 1
+    np.testing.assert_allclose(after_training, model.embeddings_, atol=1e-6)
 
 
 def test_the_job_builds_its_method_from_the_same_parts():
@@ -124,3 +129,4 @@ def test_the_job_builds_its_method_from_the_same_parts():
     plain = method_of(ShuffleDivideConfig(shuffle_unit="word", min_units=5), 3)
     assert isinstance(plain.pairs, ShuffleDividePairs) and (plain.pairs.unit, plain.pairs.min_units) == ("word", 5)
     assert isinstance(plain.negatives, BatchNegatives)
+    assert method.select_by == "tfidf_silhouette" and method_of(ShuffleDivideConfig(select_by="last"), 3).select_by == "last"

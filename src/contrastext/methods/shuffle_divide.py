@@ -3,10 +3,12 @@
     model = ShuffleDivide(n_clusters=5)
     clusters = model.fit_predict(documents)
 
-Every epoch is the job's epoch (``contrastext.pipelines.shuffle_divide``) on documents held in memory:
-the pair builder gives the epoch's positive pairs (default: each document's sentences shuffled and cut in
-half), the negatives rule says which other documents of a batch NT-Xent pushes away, and one epoch of
-``contrastext.train.fit`` trains from the previous epoch's model. Three parts are pluggable:
+The epochs run through the loop the job runs (``contrastext.methods.shuffle_divide_epochs``), on documents
+held in memory: the pair builder gives the epoch's positive pairs (default: each document's sentences
+shuffled and cut in half), the negatives rule says which other documents of a batch NT-Xent pushes away, one
+epoch of ``contrastext.train.fit`` trains from the previous epoch's model, and the documents are clustered and
+scored without labels. The best epoch (epoch 0: the encoder before training) is the one kept. Three parts are
+pluggable:
 
 - ``pairs``: any object with ``prepare(texts, labels=)`` and ``pairs(epoch, ids=, groups=)``
   (``contrastext.data.pair_builders``: ``ShuffleDividePairs``, ``TfidfNeighbourPairs``);
@@ -26,7 +28,7 @@ import numpy as np
 
 from contrastext.clustering import Clusterer, SphericalKMeans, result_of_assignments
 from contrastext.config import EncoderConfig, LossConfig, OptimizerConfig, ScalingSettings, TrainConfig
-from contrastext.data.documents import ShuffleUnit
+from contrastext.data.documents import ShuffleUnit, tfidf_matrix
 from contrastext.data.pair_builders import PairBuilder, ShuffleDividePairs
 from contrastext.methods.training import (
     checked_texts,
@@ -37,6 +39,14 @@ from contrastext.methods.training import (
     work_folder,
 )
 from contrastext.methods.negatives import BatchNegatives, Negatives
+from contrastext.methods.shuffle_divide_epochs import (
+    EpochRow,
+    SelectBy,
+    run_epochs,
+    score_epoch,
+    stale_epochs,
+    training_groups,
+)
 from contrastext.models.resolve import DEFAULT_MODEL
 from contrastext.vectors import unit_rows
 
@@ -85,6 +95,9 @@ class ShuffleDivide:
     (``shuffle_unit`` "sentence" and ``min_units`` 4 unless given; with ``pairs`` they are the builder's).
     ``negatives``: default ``BatchNegatives()``; ``OtherClusterNegatives()`` clusters the documents with
     the previous epoch's model (by ``clusterer`` unless it has its own) before each epoch.
+    ``select_by``: which epoch ``fit`` keeps, without labels (``tfidf_silhouette``: its clusters' silhouette
+    in the documents' TF-IDF space, as the job; ``silhouette``: in its own embedding space; ``last``).
+    ``history_`` has a row per epoch, epoch 0 the encoder before training; ``chosen_epoch_`` is the one kept.
     ``work_dir``: where the epochs' checkpoints and models are kept (``history_[i]["model"]``); without one
     they go to a temporary folder removed at the end of ``fit``.
     """
@@ -93,7 +106,7 @@ class ShuffleDivide:
                  epochs: int = 1, shuffle_unit: ShuffleUnit | None = None, min_units: int | None = None,
                  pairs: PairBuilder | None = None, negatives: Negatives | None = None,
                  train: TrainConfig | None = None, max_length: int = 256, batch_size: int = 32, seed: int = 0,
-                 work_dir: str | os.PathLike[str] | None = None):
+                 select_by: SelectBy = "tfidf_silhouette", work_dir: str | os.PathLike[str] | None = None):
         if epochs < 0:
             raise ValueError(f"epochs must be ≥ 0, got {epochs}")
         self.encoder = encoder
@@ -113,30 +126,29 @@ class ShuffleDivide:
             raise ValueError("these negatives mask NT-Xent's in-batch negatives: set train.loss.name to ntxent")
         self.max_length = max_length
         self.batch_size = batch_size
+        if select_by not in ("tfidf_silhouette", "silhouette", "last"):
+            raise ValueError(f"select_by must be tfidf_silhouette, silhouette or last, got {select_by!r}")
+        self.select_by = select_by
         self.seed = seed
         self.work_dir = work_dir
         self.encoder_ = None
         self.centroids_: np.ndarray | None = None
         self.pair_stats_: dict[str, Any] = {}
         self.history_: list[dict[str, Any]] = []
+        self.chosen_epoch_: int | None = None
+        self.embeddings_: np.ndarray | None = None  # the fitted documents under the kept epoch's model
 
     def fit(self, documents: Sequence[str]) -> "ShuffleDivide":
         documents = checked_texts(documents, "documents")
-        encoder = load_text_encoder(self.encoder, self.max_length)
         self.pair_stats_ = self.pairs.prepare(documents) if self.epochs else {}
-        self.history_ = []
         with work_folder(self.work_dir, "shuffle-divide") as folder:
-            model = encoder_spec(self.encoder, folder / "start")
-            for epoch in range(1, self.epochs + 1):
-                groups = (self.negatives.groups(encoder.encode(documents, batch_size=self.batch_size),
-                                                self.clusterer) if self.negatives.group_column else None)
-                pairs = self.pairs.pairs(epoch, groups=groups)
-                result = self.train_epoch(pairs, model, epoch, folder)
-                model = result.model_path
-                self.history_.append({"epoch": epoch, "pairs": len(pairs), "steps": result.steps,
-                                      "loss": result.mean_loss, "model": kept_path(model, self.work_dir)})
-                encoder = load_text_encoder(model, self.max_length)
-        self.encoder_ = encoder
+            epochs = _EpochsInMemory(self, documents, folder)
+            outcome = run_epochs(epochs, self.epochs, self.select_by)
+            chosen = outcome.chosen["epoch"]
+            self.encoder_ = epochs.encoders[chosen]
+        self.embeddings_ = epochs.embeddings[chosen]
+        self.chosen_epoch_ = chosen
+        self.history_ = [{**row, "model": kept_path(row["model"], self.work_dir)} for row in outcome.rows]
         return self
 
     def train_epoch(self, pairs: Sequence[Mapping[str, Any]], model: str, epoch: int, work_dir: Path | None = None,
@@ -163,9 +175,10 @@ class ShuffleDivide:
         return self.encoder_.encode(checked_texts(documents, "documents"), batch_size=self.batch_size)
 
     def fit_predict(self, documents: Sequence[str]) -> np.ndarray:
-        """Train on ``documents``, then cluster their embeddings: one cluster id per document. The clusters'
-        centroids are kept (``centroids_``), so ``predict`` and a saved model assign new documents to them."""
-        return self.cluster(self.fit(documents).transform(documents))
+        """Train on ``documents``, then cluster their embeddings under the kept epoch's model: one cluster id
+        per document. The clusters' centroids are kept (``centroids_``), so ``predict`` and a saved model
+        assign new documents to them."""
+        return self.cluster(self.fit(documents).embeddings_)
 
     def cluster(self, embeddings: np.ndarray) -> np.ndarray:
         """Cluster embeddings by ``clusterer`` and keep the centroids: the clusterer's own where it has them
@@ -220,3 +233,48 @@ class ShuffleDivide:
         model.encoder_ = load_text_encoder(str(path), model.max_length)
         model.centroids_ = np.load(Path(path) / CENTROIDS).astype(np.float32)
         return model
+
+
+class _EpochsInMemory:
+    """The epoch loop's runner for documents in memory: models in the work folder; the encoder, embeddings
+    and clusters of the best epoch so far and of the last one in memory."""
+
+    def __init__(self, method: ShuffleDivide, documents: list[str], folder: Path):
+        self.method, self.documents, self.folder = method, documents, folder
+        self.encoders: dict[int, Any] = {}
+        self.embeddings: dict[int, np.ndarray] = {}
+        self.assignments: dict[int, np.ndarray] = {}
+        self._tfidf = None
+
+    def run_epoch(self, epoch: int, previous: EpochRow | None) -> EpochRow:
+        method = self.method
+        row: EpochRow = {"epoch": epoch}
+        if previous is None:
+            model = encoder_spec(method.encoder, self.folder / "start")
+            encoder = load_text_encoder(method.encoder, method.max_length)
+        else:
+            groups = training_groups(method.negatives, method.clusterer, self.assignments[previous["epoch"]],
+                                     lambda: self.embeddings[previous["epoch"]])
+            pairs = method.pairs.pairs(epoch, groups=groups)
+            result = method.train_epoch(pairs, previous["model"], epoch, self.folder)
+            model = result.model_path
+            encoder = load_text_encoder(model, method.max_length)
+            row |= {"pairs": len(pairs), "steps": result.steps, "loss": result.mean_loss}
+        embeddings = encoder.encode(self.documents, batch_size=method.batch_size)
+        assignments, scores = None, {}
+        if method.epochs:  # with no training there is no epoch to choose, nor groups to give
+            assignments, scores = score_epoch(embeddings, method.clusterer, reference=self._reference(),
+                                              seed=method.seed)
+        self.encoders[epoch], self.embeddings[epoch], self.assignments[epoch] = encoder, embeddings, assignments
+        return row | scores | {"model": model}
+
+    def epoch_finished(self, rows: list[EpochRow], select_by: SelectBy) -> None:
+        for epoch in stale_epochs(rows, select_by):  # at most two encoders in memory: the best so far, the last
+            for kept in (self.encoders, self.embeddings, self.assignments):
+                kept.pop(epoch, None)
+
+    def _reference(self):
+        """The documents' TF-IDF rows, the space the default choice scores in (built once)."""
+        if self._tfidf is None:
+            self._tfidf = tfidf_matrix(self.documents)
+        return self._tfidf

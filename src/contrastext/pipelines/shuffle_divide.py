@@ -20,7 +20,6 @@ into document-specific clumps.
 
 from __future__ import annotations
 
-import math
 import shutil
 import tempfile
 import time
@@ -40,7 +39,15 @@ from contrastext.data.sources import LabelledTexts, TextSource, load_texts, loca
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.methods.negatives import BatchNegatives, OtherClusterNegatives
 from contrastext.methods.shuffle_divide import default_shuffle_divide_train, save_clusters
-from contrastext.metrics.clustering import clustering_scores, silhouette
+from contrastext.methods.shuffle_divide_epochs import (
+    EpochsOutcome,
+    SelectBy,
+    best_epoch,
+    run_epochs,
+    score_epoch,
+    stale_epochs,
+    training_groups,
+)
 from contrastext.report import format_table
 from contrastext.stages import Stage, Timings, say
 
@@ -82,9 +89,10 @@ class ShuffleDivideConfig(Settings):
         "cluster are not negatives, so training stops pushing a topic's documents apart")
     epochs: int = Field(5, ge=0, description="training epochs after epoch 0 (the untrained encoder)")
     k: int | None = Field(None, ge=2, description="clusters; None: the number of distinct labels")
-    select_by: Literal["tfidf_silhouette", "silhouette"] = Field(
+    select_by: SelectBy = Field(
         "tfidf_silhouette", description="label-free choice of the epoch: the clusters' cosine silhouette in the "
-        "documents' TF-IDF space (fixed, so epochs compare fairly) or in the epoch's own embedding space")
+        "documents' TF-IDF space (fixed, so epochs compare fairly), in the epoch's own embedding space, or the "
+        "last epoch")
     kmeans_niter: int = Field(25, ge=1)
     kmeans_nredo: int = Field(5, ge=1, description="k-means restarts; the tightest is kept")
     encode_max_length: int = Field(256, gt=0, description="tokens per document when encoding for clustering")
@@ -142,29 +150,12 @@ def method_of(config: ShuffleDivideConfig, k: int):
     clusterer = SphericalKMeans(k, seed=seed, niter=config.kmeans_niter, nredo=config.kmeans_nredo)
     return ShuffleDivide(config.train.encoder.model, n_clusters=k, clusterer=clusterer, epochs=config.epochs,
                          pairs=pairs, negatives=negatives, train=config.train, max_length=config.encode_max_length,
-                         batch_size=config.encode_batch_size, seed=seed)
+                         batch_size=config.encode_batch_size, seed=seed, select_by=config.select_by)
 
 
 def _encode(model: str, texts: list[str], config: ShuffleDivideConfig) -> np.ndarray:
     encoder = config.train.encoder.load(model, max_length=config.encode_max_length)
     return encoder.encode(texts, batch_size=config.encode_batch_size, show_progress=True)
-
-
-def _cluster_and_score(embeddings: np.ndarray, docs: LabelledTexts, method,
-                       config: ShuffleDivideConfig) -> tuple[np.ndarray, dict[str, float]]:
-    assignments = np.asarray(method.clusterer.fit_predict(embeddings))
-    scores = clustering_scores(assignments, labels=docs.labels, embeddings=embeddings,
-                               sample_size=config.silhouette_sample_size, seed=config.train.seed)
-    return assignments, scores
-
-
-def _tfidf_silhouette(assignments: np.ndarray, reference, config: ShuffleDivideConfig) -> float:
-    """The clusters' cosine silhouette in the documents' TF-IDF space, the same space for every epoch.
-
-    An embedding-space silhouette also moves because training reshapes the space (contrastive training
-    can tighten document-level clumps while topics split), so it can rise as the clustering gets worse.
-    """
-    return silhouette(reference, assignments, sample_size=config.silhouette_sample_size, seed=config.train.seed)
 
 
 def _prepare_training(train_docs: LabelledTexts, method, timings: Timings,
@@ -182,22 +173,19 @@ def _prepare_training(train_docs: LabelledTexts, method, timings: Timings,
 
 def _training_groups(epoch: int, previous_model: str, train_docs: LabelledTexts, method, run_dir: Path | str,
                      config: ShuffleDivideConfig) -> np.ndarray | None:
-    """Each training document's group under the previous epoch's model when the method's negatives rule
-    groups documents (None: plain in-batch negatives).
-
-    When the clustered documents are the training documents, the previous epoch's saved assignment is that
-    grouping already (the job's k-means, as the rule would compute it); otherwise the training documents are
-    encoded with the previous model and grouped by the rule. Saved in the epoch's folder, so a resumed epoch
-    trains on the same groups.
-    """
+    """Each training document's group under the previous epoch's model, where the method's negatives rule
+    groups documents (None: plain in-batch negatives): the previous epoch's saved clusters when the clustered
+    documents are the training documents, else the training documents encoded with the previous model and
+    grouped by the rule. Saved in the epoch's folder, so a resumed epoch trains on the same groups."""
     if not method.negatives.group_column:
         return None
-    if config.train_documents is None:
-        return storage.read_npy(storage.join(_epoch_dir(run_dir, epoch - 1), "assignments.npy"))
     path = storage.join(_epoch_dir(run_dir, epoch), "train_groups.npy")
     if not storage.is_file(path):
-        embeddings = _encode(previous_model, train_docs.texts, config)
-        storage.write_npy(path, method.negatives.groups(embeddings, method.clusterer))
+        previous = (storage.read_npy(storage.join(_epoch_dir(run_dir, epoch - 1), "assignments.npy"))
+                    if config.train_documents is None else None)
+        groups = training_groups(method.negatives, method.clusterer, previous,
+                                 lambda: _encode(previous_model, train_docs.texts, config))
+        storage.write_npy(path, groups)
     return storage.read_npy(path)
 
 
@@ -266,77 +254,84 @@ def run_shuffle_divide(config: ShuffleDivideConfig) -> dict[str, Any]:
              f"{len(train_docs)} to train on; k={k}")
 
     method = method_of(config, k)
-    prepared = False
     pairs_file = storage.join(run_dir, "pairs.json")
     pair_stats: dict[str, Any] = storage.read_json(pairs_file) if storage.is_file(pairs_file) else {}
 
-    rows: list[dict[str, Any]] = []
-    model = config.train.encoder.model
-    cache: dict[str, Any] = {}
+    epochs = _StoredEpochs(config, run_dir, method, docs, train_docs, k, docs_path, train_path, timings)
+    outcome = run_epochs(epochs, config.epochs, config.select_by)
+    pair_stats = epochs.pair_stats or pair_stats
+    summary = _finish(outcome, docs, docs_path, train_path, train_docs, k, pair_stats, run_dir, config, timings)
+    return summary
 
-    def reference() -> Any:
-        """The documents' TF-IDF rows, built on first use (a run whose epochs are all scored skips it)."""
-        if "tfidf" not in cache:
-            cache["tfidf"] = tfidf_matrix(docs.texts)
-        return cache["tfidf"]
 
-    start = {"model": model, "trained_at": None}
-    for epoch in range(config.epochs + 1):
+class _StoredEpochs:
+    """The epoch loop's runner for the job: each epoch a :class:`~contrastext.stages.Stage` in
+    ``epochs/epoch_NNN`` (model, embeddings, clusters), so a stopped run resumes where it was."""
+
+    def __init__(self, config: ShuffleDivideConfig, run_dir: str, method, docs: LabelledTexts,
+                 train_docs: LabelledTexts, k: int, docs_path: Path | str, train_path: Path | str, timings: Timings):
+        self.config, self.run_dir, self.method, self.docs, self.train_docs = config, run_dir, method, docs, train_docs
+        self.k, self.docs_path, self.train_path, self.timings = k, docs_path, train_path, timings
+        self.pair_stats: dict[str, Any] | None = None  # set when this run prepares the pairs
+        self._tfidf = None
+
+    def run_epoch(self, epoch: int, previous: dict[str, Any] | None) -> dict[str, Any]:
+        config, run_dir = self.config, self.run_dir
+        start = ({"model": config.train.encoder.model, "trained_at": None} if previous is None
+                 else {"model": previous["model"], "trained_at": previous.get("trained_at")})
         epoch_dir = _epoch_dir(run_dir, epoch)
-        stage = Stage(JOB, f"epoch {epoch}", epoch_dir, epoch_settings(config, epoch, k, docs_path, train_path, start))
+        stage = Stage(JOB, f"epoch {epoch}", epoch_dir,
+                      epoch_settings(config, epoch, self.k, self.docs_path, self.train_path, start))
         done = stage.finished()
         if done is not None:
             row = done["result"]
         else:
             row = {"epoch": epoch}
-            if epoch > 0:
-                with timings.measure(f"train_{epoch}"):
-                    train_file = storage.join(epoch_dir, "train.json")
-                    # what a stopped attempt with these settings left is resumed; another attempt's is deleted
-                    stage.begin("model", "train.json", "train_groups.npy", _fit_dir(run_dir, epoch))
-                    trained = storage.is_file(storage.join(epoch_dir, "model", "modules.json"))
-                    if not (trained and storage.is_file(train_file)):  # a stopped epoch that trained is only scored
-                        if not prepared:
-                            pair_stats = _prepare_training(train_docs, method, timings, config)
-                            write_json_atomic(pairs_file, pair_stats)
-                            prepared = True
-                        groups = _training_groups(epoch, model, train_docs, method, run_dir, config)
-                        pairs = method.pairs.pairs(epoch, ids=train_docs.ids, groups=groups)
-                        write_json_atomic(train_file, _train_epoch(epoch, model, pairs, run_dir, method))
-                    row.update(storage.read_json(train_file))
+            if previous is not None:
+                with self.timings.measure(f"train_{epoch}"):
+                    row.update(self._train(epoch, start["model"], stage))
             scoring = Timings()
-            epoch_model = storage.join(epoch_dir, "model") if epoch > 0 else model
+            epoch_model = storage.join(epoch_dir, "model") if epoch > 0 else start["model"]
             with scoring.measure("encode_cluster"):
-                embeddings = _encode(epoch_model, docs.texts, config)
-                assignments, scores = _cluster_and_score(embeddings, docs, method, config)
-                scores["tfidf_silhouette"] = _tfidf_silhouette(assignments, reference(), config)
+                embeddings = _encode(epoch_model, self.docs.texts, config)
+                assignments, scores = score_epoch(embeddings, self.method.clusterer, labels=self.docs.labels,
+                                                  reference=self._reference(),
+                                                  sample_size=config.silhouette_sample_size, seed=config.train.seed)
             row.update(scores, model=epoch_model, encode_cluster_s=scoring["encode_cluster"])
             storage.write_npy(storage.join(epoch_dir, "embeddings.npy"), embeddings)
             storage.write_npy(storage.join(epoch_dir, "assignments.npy"), assignments)
             stage.mark_done(row)  # last: the marker says the epoch's outputs are all there
-        rows.append(row)
         stage.say(", ".join(f"{key} {row[key]:.4f}" for key in ("loss", *_SCORE_KEYS) if row.get(key) is not None))
-        model = row["model"]
-        start = {"model": model, "trained_at": row.get("trained_at")}
-        if not config.keep_epoch_models:
-            _drop_stale_models(run_dir, rows, config.select_by)
+        return row
 
-    summary = _finish(rows, docs, docs_path, train_path, train_docs, k, pair_stats, run_dir, config, timings)
-    return summary
+    def _train(self, epoch: int, previous_model: str, stage: Stage) -> dict[str, Any]:
+        """The epoch's fit, unless a stopped attempt with these settings trained it already (then it is only
+        scored); what another attempt left is deleted."""
+        epoch_dir = _epoch_dir(self.run_dir, epoch)
+        train_file = storage.join(epoch_dir, "train.json")
+        stage.begin("model", "train.json", "train_groups.npy", _fit_dir(self.run_dir, epoch))
+        trained = storage.is_file(storage.join(epoch_dir, "model", "modules.json"))
+        if not (trained and storage.is_file(train_file)):
+            if self.pair_stats is None:
+                self.pair_stats = _prepare_training(self.train_docs, self.method, self.timings, self.config)
+                write_json_atomic(storage.join(self.run_dir, "pairs.json"), self.pair_stats)
+            groups = _training_groups(epoch, previous_model, self.train_docs, self.method, self.run_dir, self.config)
+            pairs = self.method.pairs.pairs(epoch, ids=self.train_docs.ids, groups=groups)
+            write_json_atomic(train_file, _train_epoch(epoch, previous_model, pairs, self.run_dir, self.method))
+        return storage.read_json(train_file)
 
+    def epoch_finished(self, rows: list[dict[str, Any]], select_by: str) -> None:
+        if self.config.keep_epoch_models:
+            return
+        for epoch in stale_epochs(rows, select_by):
+            if epoch > 0:
+                storage.delete(storage.join(_epoch_dir(self.run_dir, epoch), "model"))
 
-def _drop_stale_models(run_dir: str, rows: list[dict[str, Any]], select_by: str) -> None:
-    """Delete epoch models that are neither the best so far by ``select_by`` nor the next epoch's start."""
-    best = _best(rows, select_by)
-    keep = {rows[-1]["epoch"], best["epoch"] if best else None}
-    for row in rows[1:]:
-        if row["epoch"] not in keep:
-            storage.delete(storage.join(_epoch_dir(run_dir, row["epoch"]), "model"))
-
-
-def _best(rows: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
-    scored = [r for r in rows if r.get(key) is not None and not math.isnan(r[key])]
-    return max(scored, key=lambda r: (r[key], -r["epoch"])) if scored else None
+    def _reference(self):
+        """The documents' TF-IDF rows, built on first use (a run whose epochs are all scored skips it)."""
+        if self._tfidf is None:
+            self._tfidf = tfidf_matrix(self.docs.texts)
+        return self._tfidf
 
 
 def _publish_model(source: str, destination: str) -> None:
@@ -352,7 +347,7 @@ def _publish_model(source: str, destination: str) -> None:
     tmp.rename(target)
 
 
-def _finish(rows: list[dict[str, Any]], docs: LabelledTexts, docs_path: Path | str, train_path: Path | str,
+def _finish(outcome: EpochsOutcome, docs: LabelledTexts, docs_path: Path | str, train_path: Path | str,
             train_docs: LabelledTexts, k: int, pair_stats: dict[str, Any], run_dir: str,
             config: ShuffleDivideConfig, timings: Timings) -> dict[str, Any]:
     import pyarrow as pa
@@ -360,9 +355,9 @@ def _finish(rows: list[dict[str, Any]], docs: LabelledTexts, docs_path: Path | s
     from contrastext import plots
 
     report = Stage(JOB, "report")  # its clock: the model published, the assignments and figures written
-    best = _best(rows, config.select_by) or rows[-1]
-    best_acc = _best(rows, "acc")
-    best_silhouette = _best(rows, "silhouette") or rows[-1]
+    rows, best = outcome.rows, outcome.chosen
+    best_acc = best_epoch(rows, "acc")
+    best_silhouette = best_epoch(rows, "silhouette") or rows[-1]
     best_dir = _epoch_dir(run_dir, best["epoch"])
     embeddings = storage.read_npy(storage.join(best_dir, "embeddings.npy"))
     assignments = storage.read_npy(storage.join(best_dir, "assignments.npy"))
