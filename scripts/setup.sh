@@ -7,6 +7,7 @@
 #   TORCH_INDEX_URL  index to take torch from (e.g. https://download.pytorch.org/whl/cu128 on GPU nodes)
 #   CONTRASTEXT_VENV where the environment lives (default: .venv in the repository)
 #   PYTHON           interpreter that creates it (default: python3; 3.10 or newer)
+#   CONTRASTEXT_USE_UV=0  install with pip alone
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${CONTRASTEXT_VENV:-$root/.venv}"
@@ -24,9 +25,17 @@ sys.exit(0 if sys.version_info >= (3, 10) else 1)
 PY
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
-echo "setup: installing torch==$torch_version into $venv" >&2
-"${pip[@]}" "torch==$torch_version" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
+# uv installs the same pins in seconds where pip takes minutes; pip does the work wherever uv cannot be had or
+# fails. uv reads no pip.conf: extra wheel folders come from PIP_FIND_LINKS.
+install=("${pip[@]}") installer=pip
+if [ "${CONTRASTEXT_USE_UV:-1}" = 1 ] && "${pip[@]}" uv >/dev/null 2>&1; then
+  install=("$venv/bin/uv" pip install --quiet --python "$venv/bin/python") installer=uv
+  for links in ${PIP_FIND_LINKS:-}; do install+=(--find-links "$links"); done
+fi
+installed() { "${install[@]}" "$@" || { [ "$installer" = uv ] && echo "setup: uv failed; pip instead" >&2 && "${pip[@]}" "$@"; }; }
+echo "setup: installing torch==$torch_version into $venv (with $installer)" >&2
+installed "torch==$torch_version" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
 echo "setup: installing contrastext and its dependencies" >&2
-"${pip[@]}" -e "$root[test,docs]"
+installed -e "$root[test,docs]"
 echo "$want" > "$stamp"
 echo "setup: done ($venv)" >&2
