@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -29,7 +30,14 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
 
 
 def cpu_has_native_bf16() -> bool:
-    """Whether this CPU runs bf16 matrix products natively (AVX512-BF16 or AMX), so bf16 inference pays."""
+    """Whether this CPU runs bf16 matrix products natively (AVX512-BF16 or AMX on x86, BF16 on Arm), so bf16
+    inference and training pay."""
+    # oneDNN's own check also passes plain AVX512, where bf16 is emulated and slower than float32; torch.cpu's
+    # probes are the only ones torch has for the x86 instructions themselves
+    avx512_bf16 = getattr(torch.cpu, "_is_avx512_bf16_supported", None)
+    amx = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    if platform.machine().lower() in ("x86_64", "amd64") and avx512_bf16 is not None and amx is not None:
+        return bool(avx512_bf16() or amx())
     try:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):  # a build without oneDNN

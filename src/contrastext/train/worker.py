@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import tempfile
 import time
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Callable
 
@@ -42,6 +42,15 @@ def _all_have_batch(local_rows: int, device: torch.device) -> bool:
     ranks_without_batch = torch.tensor([0 if local_rows else 1], dtype=torch.long, device=device)
     dist.all_reduce(ranks_without_batch)
     return int(ranks_without_batch.item()) == 0
+
+
+def training_autocast(device: torch.device, bf16: bool) -> AbstractContextManager:
+    """bf16 autocast on a GPU, and on a CPU that multiplies bf16 natively (AMX, AVX512-BF16); else float32."""
+    from contrastext.models.encoder import cpu_has_native_bf16
+
+    if bf16 and (device.type == "cuda" or (device.type == "cpu" and cpu_has_native_bf16())):
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return nullcontext()
 
 
 def lr_scheduler(optimizer: torch.optim.Optimizer, total_steps: int, warmup_steps: int,
@@ -91,8 +100,10 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
                 print(f"[contrastext] resuming at step {progress.step} (epoch {progress.epoch}, "
                       f"batch {progress.batch_in_epoch})", flush=True)
 
-    use_autocast = device.type == "cuda" and config.bf16
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if use_autocast else nullcontext()
+    autocast = training_autocast(device, config.bf16)
+    if rank == 0:
+        print(f"[contrastext] training on {device.type} in "
+              f"{'bf16 autocast' if isinstance(autocast, torch.autocast) else 'float32'}", flush=True)
     shard = ray.train.get_dataset_shard("train")
     skipped = SkippedRows()
     window_loss, window_steps, window_rows, window_start = 0.0, 0, 0, time.perf_counter()
