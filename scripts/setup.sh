@@ -29,9 +29,10 @@ pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
 # fails. uv reads no pip.conf: extra wheel folders come from PIP_FIND_LINKS.
 install=("${pip[@]}") installer=pip
 if [ "${CONTRASTEXT_USE_UV:-1}" = 1 ] && "${pip[@]}" uv >/dev/null 2>&1; then
-  # compiled as pip does: without .pyc files every Ray worker compiles its imports again where
-  # PYTHONDONTWRITEBYTECODE is set (2.6 s more per worker process here)
-  install=("$venv/bin/uv" pip install --quiet --compile-bytecode --python "$venv/bin/python") installer=uv
+  # where PYTHONDONTWRITEBYTECODE is set, Python never writes .pyc files, so every Ray worker would compile
+  # its imports again (2.6 s more per worker process here): compile them at install, as pip does (25 s)
+  install=("$venv/bin/uv" pip install --quiet ${PYTHONDONTWRITEBYTECODE:+--compile-bytecode}
+           --python "$venv/bin/python") installer=uv
   for links in ${PIP_FIND_LINKS:-}; do install+=(--find-links "$links"); done
 fi
 installed() { "${install[@]}" "$@" || { [ "$installer" = uv ] && echo "setup: uv failed; pip instead" >&2 && "${pip[@]}" "$@"; }; }
