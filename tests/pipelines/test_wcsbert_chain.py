@@ -122,7 +122,9 @@ def test_the_outputs_are_on_the_bucket(chain):
     for name in ("metrics.json", "manifest.json", "report.md", "plots/accuracy_per_round.png",
                  "plots/pairs_per_round.png", "plots/confusion_final.png", "corpus/done.json", "pretrain/done.json",
                  "pretrain/model/config.json", "round_0/embeddings/manifest.json", "round_1/pseudo_labels.npy",
-                 "round_2/model/config.json", "round_2/embeddings/manifest.json", "eval_final.json"):
+                 "round_2/model/config.json", "round_2/embeddings/manifest.json", "eval_final.json",
+                 # the kept round's evaluation texts, encoded once: the final evaluation reads them
+                 "round_2/evaluation/eval_embeddings.npy"):
         assert name in files, name
     assert any(f.startswith("round_1/pairs/") and f.endswith(".parquet") for f in files)
     assert any(f.startswith("round_1/fit/") and f.endswith("history.jsonl") for f in files)

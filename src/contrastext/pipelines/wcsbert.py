@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -156,8 +156,13 @@ def baseline_schemes(config: WCSBertConfig) -> list[LabelScheme]:
     return schemes if not only_labels else schemes[:2]
 
 
+#: an evaluation's text embeddings, kept beside its scores: the final evaluation of the same model reads them
+EVAL_EMBEDDINGS = "eval_embeddings.npy"
+
+
 def _evaluate(eval_set: EvalSet, encoder, out: str, name: str) -> ZeroShotResult:
     embeddings = eval_set.evaluator.embed(encoder)
+    storage.write_npy(storage.join(out, EVAL_EMBEDDINGS), embeddings)
     result = eval_set.evaluator.score(encoder, embeddings)
     write_json_atomic(storage.join(out, f"eval_{name}.json"), _result_json(result, eval_set.evaluator.labels, eval_set.source))
     return result
@@ -175,7 +180,9 @@ def _evaluation(run: "_Run", name: str, folder: str, model: str, made_with: Any,
         "evaluation": config.evaluation.model_dump(mode="json", include={"texts", "half", "split_seed", "max_rows"}),
         "source": run.eval_set.source})
     done = stage.finished()
-    return done["result"] if done is not None else stage.mark_done(compute(stage.folder))
+    result = done["result"] if done is not None else stage.mark_done(compute(stage.folder))
+    run.evaluated[model] = storage.join(stage.folder, EVAL_EMBEDDINGS)
+    return result
 
 
 def _scored(run: "_Run", name: str, folder: str, model: str, made_with: Any,
@@ -397,6 +404,8 @@ class _Run:
     eval_set: EvalSet | None
     timings: Timings
     method: Any  # methods.wcsbert.WCSBert: each round's pseudo-labels and training
+    #: model → where its evaluation kept the evaluation texts' embeddings
+    evaluated: dict[str, str] = field(default_factory=dict)
 
     def path(self, *parts: str) -> str:
         return storage.join(self.folder, *parts)
@@ -466,6 +475,7 @@ def _untrained_evaluations(run: _Run) -> list[dict[str, Any]]:
     def compute(out: str) -> list[dict[str, Any]]:
         base = config.encoder.load()
         embeddings = eval_set.evaluator.embed(base)
+        storage.write_npy(storage.join(out, EVAL_EMBEDDINGS), embeddings)
         results = []
         for scheme in baseline_schemes(config):
             result = eval_set.evaluator.score(base, embeddings, scheme)
@@ -630,7 +640,9 @@ def _final_evaluation(run: _Run, final_model: str, rounds: list[dict[str, Any]],
     config, eval_set = run.config, run.eval_set
     labels = config.labels
     encoder = config.encoder.load(final_model)
-    eval_embeddings = eval_set.evaluator.embed(encoder)
+    stored = run.evaluated.get(final_model)  # the kept model was evaluated as its round: not encoded again
+    eval_embeddings = (storage.read_npy(stored) if stored and storage.is_file(stored)
+                       else eval_set.evaluator.embed(encoder))
     result = eval_set.evaluator.score(encoder, eval_embeddings)
     final = _result_json(result, labels.names, eval_set.source)
     final["backend"] = encoder.backend  # what the encodes ran on once settled (int8, or the fp32 fallback)
