@@ -82,3 +82,17 @@ def test_an_epoch_is_scored_in_the_reference_space_and_by_labels_when_given():
     assert 0.8 < scores["silhouette"] < 1.0
     _, plain = score_epoch(embeddings, Counting([0, 0, 1, 1]))
     assert set(plain) == {"silhouette"}
+
+
+class EveryOtherDocument:
+    """A user's negatives rule: groups by position, whatever the clusters."""
+
+    group_column = "group"
+
+    def groups(self, embeddings, clusterer):
+        return np.arange(len(embeddings)) % 2
+
+
+def test_a_users_negatives_rule_groups_the_documents_itself():
+    groups = training_groups(EveryOtherDocument(), Counting([0, 0, 0]), np.array([2, 2, 2]), lambda: np.eye(3))
+    assert groups.tolist() == [0, 1, 0]

@@ -51,8 +51,9 @@ def test_a_fit_that_fails_removes_its_temporary_folder(temp_root, tiny_encoder_d
 
 def _shuffle_divide(tiny_encoder_dir, work_dir=None) -> ShuffleDivide:
     train = default_shuffle_divide_train().model_copy(update={"batch_size": 4})
+    # the last epoch is kept, whatever the clusters of a random encoder score: these tests are about its folder
     return ShuffleDivide(str(tiny_encoder_dir), n_clusters=3, epochs=1, shuffle_unit="word", train=train,
-                         max_length=32, work_dir=work_dir)
+                         max_length=32, select_by="last", work_dir=work_dir)
 
 
 @pytest.mark.ray
@@ -63,7 +64,7 @@ def test_a_fit_without_work_dir_leaves_nothing_and_keeps_its_model_in_memory(ray
 
     documents = NEWS_DOCUMENTS * 2
     model = _shuffle_divide(tiny_encoder_dir).fit(documents)
-    (epoch,) = model.history_
+    _, epoch = model.history_
     assert epoch["steps"] == 3 and epoch["model"] is None  # 12 pairs, batches of 4
     assert _leftovers(temp_root) == []
     # the trained encoder is in memory, and it is not the one training started from
@@ -78,7 +79,7 @@ def test_a_fit_in_a_given_work_dir_keeps_its_models(ray_session, temp_root, tiny
 
     documents = NEWS_DOCUMENTS * 2
     model = _shuffle_divide(tiny_encoder_dir, work_dir=tmp_path / "work").fit(documents)
-    (epoch,) = model.history_
-    assert epoch["model"].startswith(str(tmp_path / "work"))
+    _, epoch = model.history_
+    assert epoch["model"].startswith(str(tmp_path / "work")) and model.chosen_epoch_ == 1
     kept = TextEncoder.load(epoch["model"]).encode(documents)
     assert abs(kept - model.transform(documents)).max() < 1e-5

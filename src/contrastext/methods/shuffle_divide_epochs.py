@@ -16,7 +16,7 @@ import numpy as np
 
 from contrastext.clustering import Clusterer
 from contrastext.metrics.clustering import clustering_scores, silhouette
-from contrastext.methods.negatives import Negatives
+from contrastext.methods.negatives import Negatives, OtherClusterNegatives
 
 #: label-free ways to choose the epoch: the clusters' cosine silhouette in the documents' TF-IDF space (which
 #: training does not move, so epochs compare fairly), in the epoch's own embedding space, or the last epoch
@@ -85,12 +85,14 @@ def training_groups(negatives: Negatives, clusterer: Clusterer, previous_assignm
                     previous_embeddings) -> np.ndarray | None:
     """Each training document's group for the negatives rule, under the previous epoch's model.
 
-    Where the rule groups by the method's own clusterer and the training documents are the clustered ones
-    (``previous_assignments`` given), the previous epoch's clusters are that grouping already; otherwise
-    ``previous_embeddings()`` (the training documents under the previous model) are grouped by the rule.
+    Where the rule is ``OtherClusterNegatives`` grouping by the method's own clusterer and the training
+    documents are the clustered ones (``previous_assignments`` given), the previous epoch's clusters are that
+    grouping already; otherwise ``previous_embeddings()`` (the training documents under the previous model)
+    are grouped by the rule.
     """
     if not negatives.group_column:
         return None
-    if previous_assignments is not None and getattr(negatives, "clusterer", None) is None:
+    if (previous_assignments is not None and isinstance(negatives, OtherClusterNegatives)
+            and negatives.clusterer is None):
         return np.asarray(previous_assignments).astype(np.int64)
     return negatives.groups(previous_embeddings(), clusterer)

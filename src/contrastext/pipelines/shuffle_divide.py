@@ -99,7 +99,8 @@ class ShuffleDivideConfig(Settings):
     encode_batch_size: int = Field(32, ge=1)
     silhouette_sample_size: int | None = Field(5000, ge=2)
     projection: Literal["tsne", "pca"] = "tsne"
-    keep_epoch_models: bool = Field(True, description="False: delete an epoch's model once the next exists")
+    keep_epoch_models: bool = Field(True, description="False: delete an epoch's model once the next exists, unless it "
+                                                    "is the best so far by select_by")
     train: TrainConfig = Field(default_factory=default_shuffle_divide_train)
     output: OutputConfig = Field(default_factory=lambda: OutputConfig(name="shuffle_divide"))
     ray: RayConfig = Field(default_factory=RayConfig)
@@ -359,6 +360,11 @@ def _finish(outcome: EpochsOutcome, docs: LabelledTexts, docs_path: Path | str, 
     best_acc = best_epoch(rows, "acc")
     best_silhouette = best_epoch(rows, "silhouette") or rows[-1]
     best_dir = _epoch_dir(run_dir, best["epoch"])
+    if best["epoch"] > 0 and not storage.is_file(storage.join(best_dir, "model", "modules.json")):
+        raise FileNotFoundError(
+            f"select_by={config.select_by} chooses epoch {best['epoch']}, whose model an earlier run with "
+            f"keep_epoch_models: false deleted when it chose another epoch; run with that run's select_by, or "
+            f"delete {best_dir} and the epochs after it to train them again")
     embeddings = storage.read_npy(storage.join(best_dir, "embeddings.npy"))
     assignments = storage.read_npy(storage.join(best_dir, "assignments.npy"))
 

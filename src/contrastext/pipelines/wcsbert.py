@@ -180,7 +180,10 @@ def _evaluation(run: "_Run", name: str, folder: str, model: str, made_with: Any,
         "evaluation": config.evaluation.model_dump(mode="json", include={"texts", "half", "split_seed", "max_rows"}),
         "source": run.eval_set.source})
     done = stage.finished()
-    result = done["result"] if done is not None else stage.mark_done(compute(stage.folder))
+    if done is not None:
+        return done["result"]
+    result = stage.mark_done(compute(stage.folder))
+    # only what this run wrote: an interrupted attempt with other settings may have left its own file
     run.evaluated[model] = storage.join(stage.folder, EVAL_EMBEDDINGS)
     return result
 
@@ -404,7 +407,7 @@ class _Run:
     eval_set: EvalSet | None
     timings: Timings
     method: Any  # methods.wcsbert.WCSBert: each round's pseudo-labels and training
-    #: model → where its evaluation kept the evaluation texts' embeddings
+    #: model → where its evaluation, made in this run, kept the evaluation texts' embeddings
     evaluated: dict[str, str] = field(default_factory=dict)
 
     def path(self, *parts: str) -> str:
