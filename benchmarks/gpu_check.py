@@ -208,7 +208,7 @@ def train_row(plan: Plan) -> Row:
     args = [*SIZES["train"][plan.size_key], "--workers", "1", "--ray-only", *plan.gpu_flag()]
     outcome = run_benchmark(plan, "train", "train_step.py", args, "train_step", LIMIT_S["train"])
     progress(f"train: {describe(outcome)}")
-    precision = "fp32" if plan.dry_run else "bf16 autocast"
+    precision = "bf16 autocast" if plan.bf16 else "fp32"  # training's own rule: bf16 where it is native
     return figure(f"train: Ray Train MNR, 1 {plan.device.upper()} worker", plan, precision, "steps/s", outcome,
                   lambda r: r["ray_train"]["steps_per_s"],
                   lambda r: f"batch {r['global_batch']}, {r['ray_train']['pairs_per_s']:,.0f} pairs/s, "
