@@ -18,6 +18,8 @@ pluggable:
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -244,7 +246,6 @@ class _EpochsInMemory:
         self.encoders: dict[int, Any] = {}
         self.embeddings: dict[int, np.ndarray] = {}
         self.assignments: dict[int, np.ndarray] = {}
-        self._tfidf = None
 
     def run_epoch(self, epoch: int, previous: EpochRow | None) -> EpochRow:
         method = self.method
@@ -263,7 +264,7 @@ class _EpochsInMemory:
         embeddings = encoder.encode(self.documents, batch_size=method.batch_size)
         assignments, scores = None, {}
         if method.epochs:  # with no training there is no epoch to choose, nor groups to give
-            assignments, scores = score_epoch(embeddings, method.clusterer, reference=self._reference(),
+            assignments, scores = score_epoch(embeddings, method.clusterer, reference=self._reference,
                                               seed=method.seed)
         self.encoders[epoch], self.embeddings[epoch], self.assignments[epoch] = encoder, embeddings, assignments
         return row | scores | {"model": model}
@@ -273,8 +274,7 @@ class _EpochsInMemory:
             for kept in (self.encoders, self.embeddings, self.assignments):
                 kept.pop(epoch, None)
 
+    @cached_property
     def _reference(self):
         """The documents' TF-IDF rows, the space the default choice scores in (built once)."""
-        if self._tfidf is None:
-            self._tfidf = tfidf_matrix(self.documents)
-        return self._tfidf
+        return tfidf_matrix(self.documents)

@@ -20,6 +20,8 @@ into document-specific clumps.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import shutil
 import tempfile
 import time
@@ -274,7 +276,6 @@ class _StoredEpochs:
         self.config, self.run_dir, self.method, self.docs, self.train_docs = config, run_dir, method, docs, train_docs
         self.k, self.docs_path, self.train_path, self.timings = k, docs_path, train_path, timings
         self.pair_stats: dict[str, Any] | None = None  # set when this run prepares the pairs
-        self._tfidf = None
 
     def run_epoch(self, epoch: int, previous: dict[str, Any] | None) -> dict[str, Any]:
         config, run_dir = self.config, self.run_dir
@@ -296,7 +297,7 @@ class _StoredEpochs:
             with scoring.measure("encode_cluster"):
                 embeddings = _encode(epoch_model, self.docs.texts, config)
                 assignments, scores = score_epoch(embeddings, self.method.clusterer, labels=self.docs.labels,
-                                                  reference=self._reference(),
+                                                  reference=self._reference,
                                                   sample_size=config.silhouette_sample_size, seed=config.train.seed)
             row.update(scores, model=epoch_model, encode_cluster_s=scoring["encode_cluster"])
             storage.write_npy(storage.join(epoch_dir, "embeddings.npy"), embeddings)
@@ -328,11 +329,10 @@ class _StoredEpochs:
             if epoch > 0:
                 storage.delete(storage.join(_epoch_dir(self.run_dir, epoch), "model"))
 
+    @cached_property
     def _reference(self):
         """The documents' TF-IDF rows, built on first use (a run whose epochs are all scored skips it)."""
-        if self._tfidf is None:
-            self._tfidf = tfidf_matrix(self.docs.texts)
-        return self._tfidf
+        return tfidf_matrix(self.docs.texts)
 
 
 def _publish_model(source: str, destination: str) -> None:
