@@ -51,17 +51,18 @@ def test_pretrain_and_finetune_on_a_bucket_and_a_finished_finetune_is_skipped(
     assert set(manifest["inputs"]) == {pages, conll} and manifest["inputs"][conll].startswith("size:")
 
     finetune = _config(s3_bucket, summary["model_path"], "finetune", **{
-        "finetune.data.conll": conll, "finetune.central_fraction": 0.5, "train.max_steps": 2})
+        "finetune.data.conll": conll, "finetune.central_fraction": 0.5, "train.max_steps": 2,
+        "finetune.epochs": 1, "finetune.select_by": "last"})
     tuned = run_uctopic(finetune)
     run_dir = f"{s3_bucket}/runs/uctopic-finetune"
     assert tuned["run_dir"] == run_dir and tuned["model_path"] == f"{run_dir}/model"
     assert tuned["k"] == 3 and tuned["steps"] == 2 and tuned["pairs"] > 0 and len(tuned["topics"]) == 3
     assert tuned["source"] == conll and tuned["counts"]["instances"] == 72
     files = _files(run_dir)
-    for name in ("metrics.json", "report.md", "manifest.json", "done.json", "history.jsonl",
-                 "model/phrase_encoder.json", "model/modules.json"):
+    for name in ("metrics.json", "report.md", "manifest.json", "done.json", "train/epoch_001/history.jsonl",
+                 "epochs/epoch_001/model/modules.json", "model/phrase_encoder.json", "model/modules.json"):
         assert name in files, name
-    checkpoints = sorted(f for f in files if f.startswith("checkpoint_"))
+    checkpoints = sorted(f for f in files if f.startswith("train/epoch_001/checkpoint_"))
     assert checkpoints
     metrics = storage.read_json(f"{run_dir}/metrics.json")
     assert metrics["steps"] == 2 and metrics["model_path"] == f"{run_dir}/model"
@@ -75,7 +76,7 @@ def test_pretrain_and_finetune_on_a_bucket_and_a_finished_finetune_is_skipped(
     again = run_uctopic(finetune)
     assert "finetune: done in an earlier run with these settings, skipped" in capsys.readouterr().out
     assert again == {**metrics, "run_dir": run_dir}
-    assert sorted(f for f in _files(run_dir) if f.startswith("checkpoint_")) == checkpoints
+    assert sorted(f for f in _files(run_dir) if f.startswith("train/epoch_001/checkpoint_")) == checkpoints
     assert storage.read_bytes(f"{run_dir}/done.json") == marker
     # other settings: the marker is not trusted
     changed = finetune.model_copy(update={"finetune": finetune.finetune.model_copy(

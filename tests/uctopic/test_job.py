@@ -56,12 +56,15 @@ def test_pretrain_then_finetune_write_models_reports_and_metrics(ray_session, ti
     assert "positive pairs" in (run_dir / "report.md").read_text()
 
     finetune = _config(tmp_path, summary["model_path"], "finetune", **{
-        "finetune.data.conll": str(conll), "finetune.central_fraction": 0.5, "train.max_steps": 2})
+        "finetune.data.conll": str(conll), "finetune.central_fraction": 0.5, "train.max_steps": 2,
+        "finetune.epochs": 1, "finetune.select_by": "last"})
     tuned = run_uctopic(finetune)
     assert tuned["k"] == 3 and tuned["steps"] == 2 and tuned["pairs"] > 0
     # the central half of each cluster gets a pseudo-label: 48 of the 72 instances, 42 of them right (measured)
     assert tuned["labelled_instances"] == 48 and tuned["pseudo_label_acc"] == pytest.approx(42 / 48)
     assert set(tuned["clustering_before"]) >= {"nmi", "acc"} and set(tuned["clustering_after"]) >= {"nmi", "acc"}
+    assert [row["epoch"] for row in tuned["epochs"]] == [0, 1] and tuned["chosen_epoch"] == 1
+    assert all(set(row) >= {"silhouette", "context_silhouette", "start_silhouette"} for row in tuned["epochs"])
     assert len(tuned["topics"]) == 3 and "## Topics" in (Path(tuned["run_dir"]) / "report.md").read_text()
     spans = [("John Smith met Ford .", 0, 10)]
     before = PhraseEncoder.from_pretrained(summary["model_path"]).encode(spans)

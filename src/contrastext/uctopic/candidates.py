@@ -20,7 +20,7 @@ Extractor = Literal["auto", "spacy", "ngram"]
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’&\-]*[A-Za-z0-9]|[A-Za-z0-9]")
 
 
-def _stop_words() -> frozenset[str]:
+def stop_words() -> frozenset[str]:
     from spacy.lang.en.stop_words import STOP_WORDS
 
     return frozenset(STOP_WORDS) | {"said", "says", "mr", "mrs", "ms", "also", "just", "like", "got", "get"}
@@ -53,7 +53,7 @@ def _joinable(sentence: str, left_end: int, right_start: int) -> bool:
     return sentence[left_end:right_start].isspace()
 
 
-def _ngrams(sentence: str, max_n: int) -> list[tuple[int, int, tuple[str, ...]]]:
+def ngrams(sentence: str, max_n: int) -> list[tuple[int, int, tuple[str, ...]]]:
     words = _tokens(sentence)
     out = []
     for i in range(len(words)):
@@ -72,7 +72,7 @@ class NgramExtractor:
 
     def __init__(self, settings: NgramSettings | None = None):
         self.settings = settings or NgramSettings()
-        self.stop = _stop_words()
+        self.stop = stop_words()
         self.vocabulary: dict[tuple[str, ...], float] = {}
 
     def _good_edges(self, gram: tuple[str, ...]) -> bool:
@@ -88,7 +88,7 @@ class NgramExtractor:
         s = self.settings
         counts: Counter = Counter()
         for sentence in sentences:
-            counts.update(g for _, _, g in _ngrams(sentence, s.max_n))
+            counts.update(g for _, _, g in ngrams(sentence, s.max_n))
         unigrams = {g[0]: c for g, c in counts.items() if len(g) == 1}
         total = max(1, sum(unigrams.values()))
         scored: dict[tuple[str, ...], float] = {}
@@ -111,7 +111,7 @@ class NgramExtractor:
         """Non-overlapping phrase spans of one sentence, longest match first, left to right."""
         spans: list[tuple[int, int]] = []
         covered_until = -1
-        matches = sorted(((start, end, gram) for start, end, gram in _ngrams(sentence, self.settings.max_n)
+        matches = sorted(((start, end, gram) for start, end, gram in ngrams(sentence, self.settings.max_n)
                           if gram in self.vocabulary), key=lambda m: (m[0], -(m[1] - m[0])))
         for start, end, _ in matches:
             if start >= covered_until:
@@ -121,7 +121,7 @@ class NgramExtractor:
 
 
 def _spacy_spans(nlp, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
-    stop = _stop_words()
+    stop = stop_words()
     out = []
     for doc in nlp.pipe(texts, batch_size=64):
         spans = {}

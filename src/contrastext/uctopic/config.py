@@ -12,11 +12,21 @@ from contrastext.data.sources import TextSource
 from contrastext.models.resolve import DEFAULT_MODEL
 
 Stage = Literal["pretrain", "finetune", "mine", "evaluate"]
+#: the label-free score that picks CCL's delivered epoch (contrastext.uctopic.ccl says what each measures)
+CCLSelectBy = Literal["context_silhouette", "start_silhouette", "silhouette", "last"]
 TopicCount = int | Literal["auto"]
 
 
 class PretrainSettings(Settings):
-    """Pairs of sentences whose links point to the same page (or carry the same anchor text)."""
+    """Pairs of sentences whose links point to the same page (or carry the same anchor text); or, with
+    ``documents``, pairs of sentences that mention the same phrase (contrastext.uctopic.text_mentions)."""
+
+    documents: list[TextSource] | None = Field(
+        None, description="text sources (contrastext.data.sources) to mine repeated phrases from, instead of a "
+                          "Wikipedia dump's links; each source is read by a Ray task of its own")
+    npmi_phrases: bool = Field(True, description="documents: NPMI phrases beside the named spans")
+    vocabulary_documents: int = Field(2000, ge=1, description="documents: the NPMI vocabulary is fitted on the first "
+                                                              "this many documents of each source")
 
     dump: str | None = Field(None, description="Wikipedia XML dump (.xml, .bz2, .gz); None: the sample dump "
                                                "found by contrastext.data.samples")
@@ -36,6 +46,8 @@ class EntityEvalSettings(Settings):
 
     conll: str | None = Field(None, description="CoNLL-2003-style file; None: no entity clustering evaluation")
     labels: list[str] = Field(default_factory=lambda: ["PER", "LOC", "ORG"])
+    conll_documents: tuple[int, int] | None = Field(
+        None, description="[first, end): only the entities of these documents (counted by -DOCSTART-)")
     k: int | None = Field(None, ge=2, description="clusters; None: the number of labels")
     max_instances: int | None = Field(None, ge=2, description="a seeded sample of the entities")
     nredo: int = Field(3, ge=1, description="k-means restarts (the best inertia is kept)")
@@ -56,6 +68,8 @@ class PhraseSource(Settings):
 
     conll: str | None = Field(None, description="CoNLL-style file: its entities are the phrases")
     labels: list[str] = Field(default_factory=lambda: ["PER", "LOC", "ORG"], description="CoNLL types kept")
+    conll_documents: tuple[int, int] | None = Field(
+        None, description="[first, end): only the entities of these CoNLL documents (counted by -DOCSTART-)")
     documents: TextSource | None = Field(
         None, description="a text source (contrastext.data.sources): a file (jsonl/csv/parquet; txt: one document a "
                           "line) or a folder of such files (each .txt/.md file one document); a path alone is a "
@@ -111,6 +125,11 @@ class FinetuneSettings(Settings):
 
     data: PhraseSource = Field(default_factory=PhraseSource)
     topics: TopicSettings = Field(default_factory=lambda: TopicSettings(n_topics=3))
+    epochs: int = Field(2, ge=0, description="CCL epochs: each clusters with the previous epoch's model, "
+                                             "pseudo-labels and trains one fit (train.epochs passes) from it")
+    select_by: CCLSelectBy = Field(
+        "context_silhouette", description="the label-free score that picks the delivered model among the "
+                                          "start model (epoch 0) and the epochs (see contrastext.uctopic.ccl)")
     central_fraction: float = Field(0.2, gt=0, le=1, description="t: the share of each cluster closest to its "
                                                                  "centroid that gets a pseudo label")
     pairs_per_instance: int = Field(1, ge=1)

@@ -77,8 +77,8 @@ def entity_clustering(encoder, settings: EntityEvalSettings, config: UCTopicConf
     from contrastext.uctopic.phrases import read_conll_entities
 
     if instances is None:
-        instances = sample_instances(read_conll_entities(settings.conll, settings.labels), settings.max_instances,
-                            config.seed)
+        found = read_conll_entities(settings.conll, settings.labels, documents=settings.conll_documents)
+        instances = sample_instances(found, settings.max_instances, config.seed)
     if embeddings is None:
         embeddings = _encode(encoder, instances, config, "entities")
     labels = [inst.label for inst in instances]
@@ -142,8 +142,6 @@ def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
     from contrastext.runtime import init_ray
     from contrastext.train import fit
     from contrastext.uctopic.objective import PhraseObjective  # noqa: F401 -- registers the "phrase" objective
-    from contrastext.uctopic.phrases import positive_pair_dataset
-    from contrastext.uctopic.sources import wiki_pages_dataset
 
     timings = Timings()
     output = _stage_output(config)
@@ -155,10 +153,7 @@ def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
     stage.begin(run_dir)  # the fit trains in the stage's folder: only an attempt with these settings resumes it
     settings = config.pretrain
     init_ray(config.ray)
-    pages, source = wiki_pages_dataset(settings)
-    built = positive_pair_dataset(pages, keep_probability=settings.keep_probability,
-                                  max_pairs_per_key=settings.max_pairs_per_key, by_mention=settings.by_mention,
-                                  seed=config.seed, min_sentence_words=settings.min_sentence_words)
+    built, source = _pretraining_pairs(config)
     pairs = built.pairs
     if settings.max_pairs:
         pairs.context.execution_options.preserve_order = True  # the first max_pairs in pair id order
@@ -171,7 +166,7 @@ def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
     written = _write_pairs(pairs, storage.join(run_dir, "pairs.parquet"))
     keys = pairs.select_columns(["key"]).groupby("key", num_partitions=max(1, pairs.num_blocks())).count().count()
     masked = written.masked / (2 * rows)
-    _say(f"{link_mentions:,} link mentions → {rows:,} positive pairs from {keys:,} targets/mentions "
+    _say(f"{link_mentions:,} mentions → {rows:,} positive pairs from {keys:,} targets/mentions "
          f"({masked:.0%} of mentions masked)")
     timings["pairs"] = stage.seconds
 
@@ -192,7 +187,7 @@ def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
                "final_loss": result.last_loss, "rows_skipped": result.rows_skipped,
                "entity_clustering_before": before, "entity_clustering_after": after,
                "model_path": result.model_path, "timings_s": timings}
-    rows_table = [["Wikipedia source", source], ["link mentions in sentences", link_mentions],
+    rows_table = [["source", source], ["mentions in sentences (links or phrases)", link_mentions],
                   ["positive pairs", rows], ["mentions masked", f"{masked:.1%}"],
                   ["MLM loss weight", summary["mlm_weight"] or "off"], ["optimiser steps", result.steps],
                   ["final loss", summary["final_loss"] if summary["final_loss"] is not None else "-"],
@@ -206,16 +201,41 @@ def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
     return summary
 
 
-def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
-    import pyarrow as pa
-    import ray.data
+def _pretraining_pairs(config: UCTopicConfig):
+    """The positive pairs (lazy) and their mentions, from the text sources' repeated phrases or from the
+    Wikipedia links; and where they come from."""
+    from contrastext.data.sources import describe
+    from contrastext.uctopic.phrases import mention_pair_dataset, positive_pair_dataset
+    from contrastext.uctopic.sources import wiki_pages_dataset
 
-    from contrastext.clustering import spherical_kmeans
+    settings = config.pretrain
+    if not settings.documents:
+        pages, source = wiki_pages_dataset(settings)
+        return positive_pair_dataset(pages, keep_probability=settings.keep_probability,
+                                     max_pairs_per_key=settings.max_pairs_per_key, by_mention=settings.by_mention,
+                                     seed=config.seed, min_sentence_words=settings.min_sentence_words), source
+    from contrastext.uctopic.text_mentions import (documents_dataset, fit_phrase_vocabulary, mentions_of_batch,
+                                                   sample_documents)
+
+    vocabulary = (fit_phrase_vocabulary(sample_documents(settings.documents, settings.vocabulary_documents))
+                  if settings.npmi_phrases else [])
+    _say(f"phrases: named spans{f' and {len(vocabulary):,} NPMI phrases' if settings.npmi_phrases else ''}")
+    documents = documents_dataset(settings.documents)
+    if settings.max_pages:
+        documents = documents.limit(settings.max_pages)
+    mentions = documents.map_batches(mentions_of_batch, batch_format="pyarrow", fn_kwargs={
+        "vocabulary": vocabulary, "min_sentence_words": settings.min_sentence_words}).materialize()
+    built = mention_pair_dataset(mentions, keep_probability=settings.keep_probability,
+                                 max_pairs_per_key=settings.max_pairs_per_key, by_mention=False, seed=config.seed)
+    return built, " + ".join(describe(s) for s in settings.documents)
+
+
+def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
+    from contrastext.methods.shuffle_divide_epochs import run_epochs
     from contrastext.runtime import init_ray
-    from contrastext.train import fit
-    from contrastext.uctopic.objective import PhraseObjective  # noqa: F401 -- registers the "phrase" objective
+    from contrastext.uctopic.ccl import CCLEpochs
     from contrastext.uctopic.sources import load_phrase_source
-    from contrastext.uctopic.topics import ccl_pairs, ccl_pseudo_labels, cluster_phrases
+    from contrastext.uctopic.topics import cluster_phrases
 
     timings = Timings()
     output = _stage_output(config)
@@ -224,80 +244,164 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
     done = finished_summary(stage)
     if done is not None:
         return done
-    stage.begin(run_dir)  # the fit trains in the stage's folder: only an attempt with these settings resumes it
+    stage.begin(run_dir)  # the fits train in the stage's folder: only an attempt with these settings resumes them
     settings = config.finetune
     loaded = load_phrase_source(settings.data, config.seed)
     instances = loaded.instances
     gold = [inst.label for inst in instances] if all(inst.label for inst in instances) else None
-    encoder = _load_encoder(config.model, config)
-    embeddings = _encode(encoder, instances, config, "phrase instances")
-    topics = settings.topics
-    clustering = cluster_phrases(embeddings, topics.n_topics, k_min=topics.k_min, k_max=topics.k_max,
-                                 seed=config.seed, nredo=config.evaluation.nredo)
-    k = clustering.k
-    before = {**gold_scores(gold, clustering.result.assignments), "k": k} if gold else None
-    pseudo = ccl_pseudo_labels(instances, embeddings, clustering.result, settings.central_fraction)
-    rows = ccl_pairs(instances, pseudo, pairs_per_instance=settings.pairs_per_instance,
-                     positives=settings.positives, mask_keep_probability=settings.mask_keep_probability,
-                     seed=config.seed)
-    if not rows:
-        raise ValueError("no pseudo-labelled mentions to fine-tune on")
-    labelled = pseudo.instance_topics >= 0
-    pseudo_acc = (gold_scores([g for g, m in zip(gold, labelled) if m], pseudo.instance_topics[labelled])["acc"]
-                  if gold else None)
-    _say(f"k={k}: {pseudo.central:,} central instances → {pseudo.labelled_mentions:,} labelled mentions, "
-         f"{int(labelled.sum()):,} instances, {len(rows):,} CCL pairs")
-    timings["cluster"] = stage.seconds
-    del encoder
-    extra_before = None
-    same_eval = config.evaluation.conll and config.evaluation.conll == settings.data.conll
-    if config.evaluation.conll and config.evaluation.before and not same_eval:
-        extra_before = entity_clustering(_load_encoder(config.model, config), config.evaluation, config)
+    encoded: dict[str, np.ndarray] = {}
 
-    init_ray(config.ray)
-    with timings.measure("train"):
-        result = fit(ray.data.from_arrow(pa.Table.from_pylist(rows)), config.train_config(), output,
-                     rows=len(rows), export_model_to=storage.join(run_dir, "model"))
-    with storage.local_copy(result.model_path) as folder:
+    def encode(model: str) -> np.ndarray:
+        if model not in encoded:  # the start model's vectors serve both the choice of k and epoch 0
+            with storage.local_copy(model) if storage.is_uri(model) else _as_is(model) as folder:
+                encoded.clear()
+                encoded[model] = _encode(_load_encoder(str(folder), config), instances, config, "phrase instances")
+        return encoded[model]
+
+    topics = settings.topics
+    k = topics.n_topics
+    silhouette_by_k = None
+    if k == "auto":
+        clustering = cluster_phrases(encode(config.model), "auto", k_min=topics.k_min, k_max=topics.k_max,
+                                     seed=config.seed, nredo=config.evaluation.nredo)
+        k, silhouette_by_k = clustering.k, clustering.silhouette_by_k
+    timings["cluster"] = stage.seconds
+    runner = CCLEpochs(instances, config.model, int(k), encode=encode, train=_ccl_trainer(config, run_dir),
+                       make_pairs=_ccl_pair_maker(config, instances, gold), gold=gold, seed=config.seed,
+                       nredo=config.evaluation.nredo)
+    if settings.epochs:
+        init_ray(config.ray)
+    with timings.measure("epochs"):
+        outcome = run_epochs(runner, settings.epochs, settings.select_by)  # type: ignore[arg-type]
+    epochs, chosen = outcome.rows, outcome.chosen
+    for row in epochs:
+        _say(_epoch_line(row, chosen))
+    oracle = max(epochs, key=lambda r: r["gold_nmi"]) if gold else None
+    delivered = _publish(chosen["model"], storage.join(run_dir, "model"), config)
+    _say(f"delivers epoch {chosen['epoch']} (best {settings.select_by} of the start model and "
+         f"{settings.epochs} CCL epoch{'s' * (settings.epochs != 1)}): {delivered}")
+    before = _gold_row(epochs[0])
+    after, chosen_scores = _gold_row(epochs[-1]), _gold_row(chosen)
+    extra_before = extra_after = None
+    same_eval = config.evaluation.conll and config.evaluation.conll == settings.data.conll
+    if config.evaluation.conll and not same_eval:
+        if config.evaluation.before:
+            extra_before = entity_clustering(_load_encoder(config.model, config), config.evaluation, config)
+        with storage.local_copy(delivered) if storage.is_uri(delivered) else _as_is(delivered) as folder:
+            extra_after = entity_clustering(_load_encoder(str(folder), config), config.evaluation, config)
+    with storage.local_copy(delivered) if storage.is_uri(delivered) else _as_is(delivered) as folder:
         tuned = _load_encoder(str(folder), config)
-        after_embeddings = _encode(tuned, instances, config, "phrase instances")
-        # each instance's topic: its nearest centroid among k on the fine-tuned vectors
-        final = spherical_kmeans(after_embeddings, k, seed=config.seed, nredo=config.evaluation.nredo)
-        after = {**gold_scores(gold, final.assignments), "k": k} if gold else None
-        extra_after = (entity_clustering(tuned, config.evaluation, config)
-                       if config.evaluation.conll and not same_eval else None)
-        _, mined = _mine_topics(tuned, instances, after_embeddings, topics.model_copy(update={"n_topics": k}),
+        _, mined = _mine_topics(tuned, instances, encode(chosen["model"]), topics.model_copy(update={"n_topics": k}),
                                 loaded.extractor, config.seed)
     topic_rows, quality = topic_report(mined, instances)
     timings["total"] = stage.seconds
+    last = epochs[-1]
     summary = {"stage": "finetune", "source": loaded.source, "counts": loaded.counts, "k": k,
-               "silhouette_by_k": clustering.silhouette_by_k, "central_fraction": settings.central_fraction,
-               "central_instances": pseudo.central, "labelled_mentions": pseudo.labelled_mentions,
-               "labelled_instances": int(labelled.sum()), "pseudo_label_acc": pseudo_acc, "pairs": len(rows),
-               "steps": result.steps, "final_loss": result.last_loss,
-               "clustering_before": before, "clustering_after": after,
+               "silhouette_by_k": silhouette_by_k, "central_fraction": settings.central_fraction,
+               "select_by": settings.select_by, "epochs": [_json_row(r) for r in epochs],
+               "chosen_epoch": chosen["epoch"], "oracle_epoch": oracle["epoch"] if oracle else None,
+               "pairs": last.get("pairs", 0), "steps": sum(r.get("steps", 0) for r in epochs),
+               "final_loss": last.get("loss"), "labelled_instances": last.get("labelled_instances", 0),
+               "pseudo_label_acc": last.get("pseudo_label_acc"),
+               "clustering_before": before, "clustering_after": after, "clustering_delivered": chosen_scores,
                "entity_clustering_before": extra_before, "entity_clustering_after": extra_after,
-               "topics": topic_rows, "topic_quality": quality, "model_path": result.model_path,
-               "timings_s": timings}
+               "topics": topic_rows, "topic_quality": quality, "model_path": delivered, "timings_s": timings}
     table = [["phrase source", loaded.source], ["phrase instances", len(instances)], ["topics k", k],
-             [f"pseudo-labelled instances (t={settings.central_fraction})", int(labelled.sum())],
-             ["CCL pairs / optimiser steps", f"{len(rows):,} / {result.steps}"],
-             ["final loss", summary["final_loss"] if summary["final_loss"] is not None else "-"]]
-    if pseudo_acc is not None:
-        table.append(["pseudo-label accuracy (labelled instances)", pseudo_acc])
+             ["CCL epochs / pairs / optimiser steps", f"{settings.epochs} / {sum(r.get('pairs', 0) for r in epochs):,} / "
+                                                      f"{summary['steps']}"],
+             [f"delivered (by {settings.select_by})", f"epoch {chosen['epoch']}"
+                                                     + (" (the start model)" if chosen["epoch"] == 0 else "")]]
     if before and after:
         for metric in ("nmi", "acc"):
-            table.append([f"{metric.upper()} before → after CCL", f"{before[metric]:.4f} → {after[metric]:.4f}"])
+            table.append([f"{metric.upper()} start → last epoch → delivered",
+                          f"{before[metric]:.4f} → {after[metric]:.4f} → {chosen_scores[metric]:.4f}"])
     table += _entity_rows(extra_before, extra_after, config.evaluation)
     table += [["informativeness / diversity", f"{quality['informativeness']:.3f} / {quality['diversity']:.3f}"],
-              ["time (s): train / total", f"{timings['train']:.1f} / {timings['total']:.1f}"],
-              ["model", result.model_path or "-"]]
+              ["time (s): epochs / total", f"{timings['epochs']:.1f} / {timings['total']:.1f}"],
+              ["model", delivered]]
     summary = _finish(config, run_dir, summary, table,
-                      counts={"instances": len(instances), "pairs": len(rows), "steps": result.steps},
+                      counts={"instances": len(instances), "pairs": summary["pairs"], "steps": summary["steps"]},
                       timings=timings, inputs=_checksums([settings.data.conll, config.evaluation.conll]),
                       topics=topic_rows)
     stage.mark_done()
     return summary
+
+
+def _as_is(folder: str):
+    from contextlib import nullcontext
+
+    return nullcontext(folder)
+
+
+def _ccl_pair_maker(config: UCTopicConfig, instances: Sequence[PhraseInstance], gold: Sequence[str] | None):
+    """``(epoch, embeddings, clusters) -> (rows, stats)``: the central instances' pseudo labels and CCL pairs."""
+    from contrastext.uctopic.topics import ccl_pairs, ccl_pseudo_labels
+
+    settings = config.finetune
+
+    def make_pairs(epoch: int, embeddings: np.ndarray, clusters) -> tuple[list[dict], dict[str, Any]]:
+        pseudo = ccl_pseudo_labels(instances, embeddings, clusters, settings.central_fraction)
+        rows = ccl_pairs(instances, pseudo, pairs_per_instance=settings.pairs_per_instance,
+                         positives=settings.positives, mask_keep_probability=settings.mask_keep_probability,
+                         seed=config.seed + epoch)
+        labelled = pseudo.instance_topics >= 0
+        stats = {"pairs": len(rows), "labelled_instances": int(labelled.sum()),
+                 "labelled_mentions": pseudo.labelled_mentions}
+        if gold is not None and labelled.any():
+            stats["pseudo_label_acc"] = gold_scores([g for g, m in zip(gold, labelled) if m],
+                                                    pseudo.instance_topics[labelled])["acc"]
+        return rows, stats
+
+    return make_pairs
+
+
+def _ccl_trainer(config: UCTopicConfig, run_dir: str):
+    """``(epoch, start model, rows) -> (model, record)``: one CCL fit on Ray Train, its checkpoints under
+    ``train/epoch_NNN`` and its model in ``epochs/epoch_NNN/model``."""
+    import pyarrow as pa
+    import ray.data
+
+    from contrastext.train import fit
+    from contrastext.uctopic.objective import PhraseObjective  # noqa: F401 -- registers the "phrase" objective
+
+    def train(epoch: int, start_model: str, rows: list[dict]) -> tuple[str, dict[str, Any]]:
+        train_config = config.model_copy(update={"model": start_model}).train_config()
+        output = OutputConfig(storage_path=storage.join(run_dir, "train"), name=f"epoch_{epoch:03d}")
+        result = fit(ray.data.from_arrow(pa.Table.from_pylist(rows)), train_config, output, rows=len(rows),
+                     export_model_to=storage.join(run_dir, "epochs", f"epoch_{epoch:03d}", "model"))
+        return result.model_path, {"steps": result.steps, "loss": result.mean_loss, "train_s": result.seconds}
+
+    return train
+
+
+def _publish(model: str, destination: str, config: UCTopicConfig) -> str:
+    """The delivered model into the stage's ``model/`` (the start model too, so the next stage names one folder)."""
+    from contrastext.models.resolve import resolve_model_path
+
+    source = model if storage.is_uri(model) else str(
+        resolve_model_path(model, allow_download=config.train.encoder.allow_download))
+    storage.copy_tree(source, destination)
+    return destination
+
+
+def _gold_row(row: dict[str, Any]) -> dict[str, float] | None:
+    return {m: row[f"gold_{m}"] for m in ("nmi", "acc", "ami")} if "gold_nmi" in row else None
+
+
+def _json_row(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k != "model"} | {"model": row["model"]}
+
+
+def _epoch_line(row: dict[str, Any], chosen: dict[str, Any]) -> str:
+    from contrastext.uctopic.ccl import SCORE_KEYS
+
+    parts = [f"epoch {row['epoch']}" + (" (delivered)" if row is chosen else "")]
+    if row.get("loss") is not None:
+        parts.append(f"loss {row['loss']:.4f}")
+    parts += [f"{key} {row[key]:.4f}" for key in SCORE_KEYS if row.get(key) is not None]
+    if "gold_nmi" in row:
+        parts.append(f"NMI {row['gold_nmi']:.4f} (gold, reported only)")
+    return ", ".join(parts)
 
 
 def run_mine(config: UCTopicConfig) -> dict[str, Any]:

@@ -300,6 +300,14 @@ def positive_pair_dataset(pages: ray.data.Dataset, *, keep_probability: float = 
     """
     mentions = pages.map_batches(page_mentions, batch_format="pyarrow",
                                  fn_kwargs={"min_sentence_words": min_sentence_words}).materialize()
+    return mention_pair_dataset(mentions, keep_probability=keep_probability, max_pairs_per_key=max_pairs_per_key,
+                                by_mention=by_mention, seed=seed)
+
+
+def mention_pair_dataset(mentions: ray.data.Dataset, *, keep_probability: float = 0.5, max_pairs_per_key: int = 20,
+                         by_mention: bool = True, seed: int = 0) -> PairDatasets:
+    """The pairs of materialised mention rows (``sentence``, ``start``, ``end``, ``key``): one group per key
+    (and anchor text) → each group's pairs → one row per pair, ordered by their seeded pair id."""
     partitions = max(1, mentions.num_blocks())  # as many as the mentions' blocks, not a fixed 200
     grouped = mentions.map_batches(with_groups, batch_format="pyarrow", fn_kwargs={"by_mention": by_mention})
     drawn = grouped.groupby("group", num_partitions=partitions).map_groups(
@@ -321,7 +329,7 @@ def page_mentions(pages: pa.Table, min_sentence_words: int) -> pa.Table:
     for inst in found:
         for name, value in zip(_MENTION_COLUMNS, _mention_identity(inst)):
             columns[name].append(value)
-    return pa.table(columns, schema=_mention_schema())
+    return pa.table(columns, schema=mention_schema())
 
 
 def with_groups(mentions: pa.Table, by_mention: bool) -> pa.Table:
@@ -330,7 +338,7 @@ def with_groups(mentions: pa.Table, by_mention: bool) -> pa.Table:
 
     flat = [{"group": group, **row} for row in mentions.to_pylist()
             for group in mention_groups(row["key"], row["sentence"][row["start"]:row["end"]], by_mention)]
-    return pa.Table.from_pylist(flat, schema=_mention_schema().insert(0, pa.field("group", pa.string())))
+    return pa.Table.from_pylist(flat, schema=mention_schema().insert(0, pa.field("group", pa.string())))
 
 
 def draw_group_pairs(members: pa.Table, *, seed: int, keep_probability: float,
@@ -351,7 +359,7 @@ def first_group_of_pair(drawn: pa.Table) -> pa.Table:
     return drawn.sort_by("key").slice(0, 1)
 
 
-def _mention_schema() -> pa.Schema:
+def mention_schema() -> pa.Schema:
     import pyarrow as pa
 
     return pa.schema([("sentence", pa.string()), ("start", pa.int64()), ("end", pa.int64()), ("key", pa.string())])
@@ -375,18 +383,21 @@ def _splitter() -> OffsetSentenceSplitter:
 @dataclass
 class ConllStats:
     sentences: int = 0
+    documents: int = 0  # ``-DOCSTART-`` lines seen (a file without them is one document)
     entities: Counter = field(default_factory=Counter)
     skipped: Counter = field(default_factory=Counter)
 
 
 def read_conll_entities(path: str | Path, labels: Sequence[str] | None = None,
-                        stats: ConllStats | None = None) -> list[PhraseInstance]:
+                        stats: ConllStats | None = None,
+                        documents: tuple[int, int] | None = None) -> list[PhraseInstance]:
     """Entities of a CoNLL-2003-style file (token first column, IOB1/IOB2 tag last column) as instances.
 
     A line with a tab is split on tabs, so an entity type may hold spaces; any other line on whitespace.
     The sentence text is its tokens joined by spaces; ``label`` is the entity type; ``key`` the lowercased
-    mention. ``labels`` keeps only those types. Malformed lines are counted in ``stats.skipped``. ``path`` is a
-    local file or a URI (``s3://…``).
+    mention. ``labels`` keeps only those types; ``documents`` = (first, end) only the entities of those documents
+    (counted from 0 by their ``-DOCSTART-`` lines; end excluded). Malformed lines are counted in
+    ``stats.skipped``. ``path`` is a local file or a URI (``s3://…``).
     """
     source = path if storage.is_uri(path) else Path(path)
     if not storage.is_file(source):
@@ -400,7 +411,8 @@ def read_conll_entities(path: str | Path, labels: Sequence[str] | None = None,
         if not tokens:
             return
         stats.sentences += 1
-        sentence, spans = _conll_sentence(tokens)
+        in_range = documents is None or documents[0] <= max(stats.documents - 1, 0) < documents[1]
+        sentence, spans = _conll_sentence(tokens) if in_range else ("", [])
         for start, end, kind in spans:
             stats.entities[kind] += 1
             if wanted is None or kind in wanted:
@@ -413,6 +425,7 @@ def read_conll_entities(path: str | Path, labels: Sequence[str] | None = None,
             parts = _conll_columns(line)
             if not parts or parts[0] == "-DOCSTART-":
                 flush()
+                stats.documents += bool(parts)
             elif len(parts) < 2:
                 stats.skipped["line with fewer than 2 columns"] += 1
             else:
@@ -423,8 +436,9 @@ def read_conll_entities(path: str | Path, labels: Sequence[str] | None = None,
                 tokens.append((parts[0], tag))
     flush()
     if not out:
-        raise ValueError(f"{source}: no entities{f' of types {sorted(wanted)}' if wanted else ''} found "
-                         f"(skipped lines: {dict(stats.skipped) or 'none'})")
+        where = f" in documents {documents[0]}..{documents[1] - 1}" if documents else ""
+        raise ValueError(f"{source}: no entities{f' of types {sorted(wanted)}' if wanted else ''}{where} found "
+                         f"({stats.documents} documents; skipped lines: {dict(stats.skipped) or 'none'})")
     return out
 
 

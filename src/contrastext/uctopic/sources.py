@@ -38,7 +38,7 @@ def load_phrase_source(source: PhraseSource, seed: int = 0) -> Instances:
     """Phrase instances of CoNLL entities or of candidate phrases in documents."""
     if source.conll:
         stats = ConllStats()
-        found = read_conll_entities(source.conll, source.labels, stats)
+        found = read_conll_entities(source.conll, source.labels, stats, documents=source.conll_documents)
         kept = sample_instances(found, source.max_instances, seed)
         counts = {"sentences": stats.sentences, "entities": dict(stats.entities), "instances": len(kept),
                   "malformed_lines": dict(stats.skipped)}

@@ -1,0 +1,124 @@
+"""UCTopic's CCL on many entity sets, each with its real types: NMI/ACC of the start model, of every CCL epoch,
+and of what each label-free rule delivers, against the oracle epoch (the best by gold NMI).
+
+    python benchmarks/uctopic_entities.py [--sets conll_test,conll_dev_misc] [--epochs 2] [--max-instances 2000]
+                                          [--seeds 0] [--model bundled:minilm] [--out runs/uctopic_entities]
+
+The sets come from CoNLL-2003 (``../shared/data/ner/conll2003``): the test split with PER/LOC/ORG (the set the
+job's defaults were first run on), the test and dev splits with MISC too, and slices of the train split's
+documents with other type subsets, so that a rule is not designed on one set. Each set is clustered with k =
+its number of types. Every rule's choice is read from the same epochs: ``start`` (no CCL), ``last`` and the
+label-free scores of ``contrastext.uctopic.ccl``. Results go to ``runs/benchmarks/uctopic_entities.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from dataclasses import asdict, dataclass
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from _common import DATA_DIR, REPO_ROOT, write_result  # noqa: E402
+from contrastext.report import format_table  # noqa: E402
+
+CONLL = DATA_DIR / "ner" / "conll2003"
+RULES = ("start", "last", "context_silhouette", "start_silhouette", "silhouette")
+
+
+@dataclass(frozen=True)
+class EntitySet:
+    name: str
+    file: str
+    labels: tuple[str, ...]
+    documents: tuple[int, int] | None = None  # [first, end) CoNLL documents
+
+
+ENTITY_SETS = (
+    EntitySet("conll_test", "eng.testb", ("PER", "LOC", "ORG")),
+    EntitySet("conll_test_misc", "eng.testb", ("PER", "LOC", "ORG", "MISC")),
+    EntitySet("conll_dev", "eng.testa", ("PER", "LOC", "ORG")),
+    EntitySet("conll_dev_misc", "eng.testa", ("PER", "LOC", "ORG", "MISC")),
+    EntitySet("train_docs_0_236_misc", "eng.train", ("PER", "LOC", "ORG", "MISC"), (0, 236)),
+    EntitySet("train_docs_236_472_per_loc_org", "eng.train", ("PER", "LOC", "ORG"), (236, 472)),
+    EntitySet("train_docs_472_708_loc_org", "eng.train", ("LOC", "ORG"), (472, 708)),
+    EntitySet("train_docs_708_945_per_org_misc", "eng.train", ("PER", "ORG", "MISC"), (708, 945)),
+    EntitySet("dev_per_loc", "eng.testa", ("PER", "LOC")),
+    EntitySet("train_docs_0_472_org_misc", "eng.train", ("ORG", "MISC"), (0, 472)),
+)
+
+
+def run_set(entity_set: EntitySet, args: argparse.Namespace, seed: int) -> dict:
+    from contrastext.config import load_config
+    from contrastext.uctopic.config import UCTopicConfig
+    from contrastext.uctopic.job import run_uctopic
+
+    documents = f"[{entity_set.documents[0]},{entity_set.documents[1]}]" if entity_set.documents else "null"
+    overrides = [f"model={args.model}", f"seed={seed}", f"train.seed={seed}",
+                 f"finetune.data.conll={CONLL / entity_set.file}",
+                 f"finetune.data.labels=[{','.join(entity_set.labels)}]",
+                 f"finetune.data.conll_documents={documents}", f"finetune.data.max_instances={args.max_instances}",
+                 f"finetune.epochs={args.epochs}", f"finetune.topics.n_topics={len(entity_set.labels)}",
+                 f"output.storage_path={args.out}", f"output.name={entity_set.name}-seed{seed}"]
+    config = load_config(UCTopicConfig, REPO_ROOT / "configs" / "uctopic_conll.yaml", overrides)
+    summary = run_uctopic(config)
+    epochs = summary["epochs"]
+    picks = {"start": epochs[0], "last": epochs[-1]}
+    for rule in RULES[2:]:
+        picks[rule] = max(epochs, key=lambda r, key=rule: (r[key], -r["epoch"]))
+    oracle = max(epochs, key=lambda r: r["gold_nmi"])
+    return {"set": entity_set.name, "seed": seed, "instances": summary["counts"]["instances"],
+            "k": summary["k"], "epochs": epochs, "oracle_nmi": oracle["gold_nmi"],
+            "picks": {rule: {"epoch": row["epoch"], "nmi": row["gold_nmi"], "acc": row["gold_acc"]}
+                      for rule, row in picks.items()}}
+
+
+def rule_table(results: list[dict]) -> tuple[list[list], dict]:
+    """Per rule: mean loss against the oracle, worst drop below the start model, how often it beat the start."""
+    rows, record = [], {}
+    for rule in RULES:
+        losses = [r["oracle_nmi"] - r["picks"][rule]["nmi"] for r in results]
+        gains = [r["picks"][rule]["nmi"] - r["picks"]["start"]["nmi"] for r in results]
+        record[rule] = {"mean_loss": statistics.mean(losses), "max_loss": max(losses),
+                        "mean_gain": statistics.mean(gains), "worst_gain": min(gains)}
+        rows.append([rule, f"{record[rule]['mean_loss']:.4f}", f"{record[rule]['max_loss']:.4f}",
+                     f"{record[rule]['mean_gain']:+.4f}", f"{record[rule]['worst_gain']:+.4f}"])
+    return rows, record
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sets", default=",".join(s.name for s in ENTITY_SETS))
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--max-instances", type=int, default=2000)
+    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--model", default="bundled:minilm")
+    parser.add_argument("--out", default="runs/uctopic_entities")
+    args = parser.parse_args()
+    if not CONLL.is_dir():
+        sys.exit(f"benchmark needs {CONLL} (set CONTRASTEXT_DATA to the folder holding ner/conll2003/)")
+    wanted = args.sets.split(",")
+    unknown = set(wanted) - {s.name for s in ENTITY_SETS}
+    if unknown:
+        sys.exit(f"unknown sets {sorted(unknown)}; known: {[s.name for s in ENTITY_SETS]}")
+    results = [run_set(s, args, int(seed)) for seed in args.seeds.split(",")
+               for s in ENTITY_SETS if s.name in wanted]
+
+    per_set = [[r["set"], r["seed"], r["instances"], r["k"]]
+               + [f"{r['picks'][rule]['nmi']:.3f}" for rule in RULES] + [f"{r['oracle_nmi']:.3f}"]
+               for r in results]
+    print(format_table(per_set, headers=["set", "seed", "entities", "k", *[f"NMI {rule}" for rule in RULES],
+                                         "oracle"]))
+    rows, record = rule_table(results)
+    print(format_table(rows, headers=["rule", "mean loss vs oracle", "max loss", "mean gain vs start",
+                                      "worst gain vs start"]))
+    out = write_result("uctopic_entities", {"sets": [asdict(s) for s in ENTITY_SETS if s.name in wanted],
+                                            "epochs": args.epochs, "max_instances": args.max_instances,
+                                            "model": args.model, "results": results, "rules": record})
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""CCL epochs, each scored without labels, so the delivered phrase encoder is the best of the start model and
+the epochs it trained.
+
+Epoch 0 encodes the phrase instances with the start model and clusters them (k-means, k fixed). Every later
+epoch takes the previous epoch's clusters, pseudo-labels the central instances, trains one CCL fit from the
+previous model, then encodes and clusters again. Each epoch's clusters are scored by label-free measures;
+``select_by`` names the one that picks the delivered epoch. The loop itself is the Shuffle & Divide one
+(:func:`contrastext.methods.shuffle_divide_epochs.run_epochs`): a runner here only says how an epoch is
+trained and scored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from contrastext.clustering import KMeansResult, spherical_kmeans
+from contrastext.metrics.clustering import clustering_scores, silhouette
+from contrastext.uctopic.phrases import PhraseInstance
+
+#: label-free scores of an epoch's clusters (``select_by`` names one, or ``last``):
+#:  - ``silhouette``: cosine silhouette in the epoch's own embedding space (CCL tightens the clusters it trains
+#:    on, so this favours trained epochs);
+#:  - ``context_silhouette``: the same clusters in the TF-IDF space of the instances' sentences, which
+#:    training does not move;
+#:  - ``start_silhouette``: the same clusters in the start model's embedding space;
+SCORE_KEYS = ("silhouette", "context_silhouette", "start_silhouette")
+
+
+def mention_masked_sentences(instances: Sequence[PhraseInstance]) -> list[str]:
+    """Each instance's sentence without its mention: the context alone, so the reference space says how
+    the contexts group, not how the mentions' own words do."""
+    return [f"{inst.sentence[:inst.start]} {inst.sentence[inst.end:]}".strip() for inst in instances]
+
+
+@dataclass
+class CCLEpochs:
+    """The runner of :func:`run_epochs` for CCL.
+
+    ``encode(model) -> embeddings`` and ``train(epoch, model, rows) -> (new model, fit record)`` come from
+    the caller (the job trains on Ray Train and writes each epoch's model under its run folder).
+    ``gold`` labels, where the instances have them, are scored for the report only.
+    """
+
+    instances: Sequence[PhraseInstance]
+    start_model: str
+    k: int
+    encode: Callable[[str], np.ndarray]
+    train: Callable[[int, str, list[dict]], tuple[str, dict[str, Any]]]
+    make_pairs: Callable[[int, np.ndarray, KMeansResult], tuple[list[dict], dict[str, Any]]]
+    gold: Sequence[str] | None = None
+    seed: int = 0
+    nredo: int = 3
+    sample_size: int | None = 5000
+    embeddings: dict[int, np.ndarray] = field(default_factory=dict)  # by epoch, kept while they may be needed
+    clusters: dict[int, KMeansResult] = field(default_factory=dict)
+
+    def run_epoch(self, epoch: int, previous: dict[str, Any] | None) -> dict[str, Any]:
+        row: dict[str, Any] = {"epoch": epoch}
+        model = self.start_model
+        if previous is not None:
+            rows, pair_stats = self.make_pairs(epoch, self.embeddings[previous["epoch"]],
+                                               self.clusters[previous["epoch"]])
+            if not rows:
+                raise ValueError(f"CCL epoch {epoch}: no pseudo-labelled mentions to train on")
+            model, fit_record = self.train(epoch, previous["model"], rows)
+            row.update(pair_stats, **fit_record)
+        embeddings = self.encode(model)
+        result = spherical_kmeans(embeddings, self.k, seed=self.seed, nredo=self.nredo)
+        self.embeddings[epoch], self.clusters[epoch] = embeddings, result
+        row.update(self.scores(embeddings, result.assignments), model=model)
+        return row
+
+    def scores(self, embeddings: np.ndarray, assignments: np.ndarray) -> dict[str, float]:
+        found = {
+            "silhouette": silhouette(embeddings, assignments, sample_size=self.sample_size, seed=self.seed),
+            "context_silhouette": silhouette(self._context_reference, assignments, sample_size=self.sample_size,
+                                             seed=self.seed),
+            "start_silhouette": silhouette(self.embeddings[0] if 0 in self.embeddings else embeddings, assignments,
+                                           sample_size=self.sample_size, seed=self.seed),
+        }
+        if self.gold is not None:
+            found.update({f"gold_{k}": v for k, v in clustering_scores(assignments, labels=self.gold).items()})
+        return found
+
+    def epoch_finished(self, rows: list[dict[str, Any]], select_by: str) -> None:
+        # the start model's vectors stay (the start_silhouette reference); the previous epoch's are the next start
+        for epoch in list(self.embeddings):
+            if epoch not in (0, rows[-1]["epoch"]):
+                del self.embeddings[epoch], self.clusters[epoch]
+
+    @cached_property
+    def _context_reference(self):
+        from contrastext.data.documents import tfidf_matrix
+
+        return tfidf_matrix(mention_masked_sentences(self.instances))

@@ -1,0 +1,80 @@
+"""CCL's epoch loop and its label-free choice, on phrase vectors built so that the answer is known."""
+
+import numpy as np
+import pytest
+
+from contrastext.methods.shuffle_divide_epochs import run_epochs
+from contrastext.uctopic.ccl import CCLEpochs, mention_masked_sentences
+from contrastext.uctopic.phrases import PhraseInstance
+
+CONTEXTS = {  # each type's mentions occur in sentences of its own words
+    "PER": "{} said on Tuesday that the coach and the striker would sign",
+    "LOC": "heavy rain fell over {} where the river flooded the valley",
+    "ORG": "shares of {} rose after the company reported quarterly profit",
+}
+
+
+def _instances(per_type: int = 30) -> list[PhraseInstance]:
+    instances = []
+    for kind, template in CONTEXTS.items():
+        for i in range(per_type):
+            mention = f"{kind.lower()}name{i % 10}"
+            sentence = template.format(mention)
+            start = sentence.index(mention)
+            instances.append(PhraseInstance(sentence, start, start + len(mention), key=mention, label=kind))
+    return instances
+
+
+def _vectors(assignment: np.ndarray, seed: int, spread: float) -> np.ndarray:
+    """Rows near one of three orthogonal directions, by ``assignment``."""
+    rng = np.random.default_rng(seed)
+    centres = np.eye(3, 16, dtype=np.float32) * 4
+    return centres[assignment] + rng.normal(scale=spread, size=(len(assignment), 16)).astype(np.float32)
+
+
+def _runner(instances, trained_assignment: np.ndarray, select_seen: list) -> CCLEpochs:
+    """The start model groups the instances by type; the 'trained' one groups them by ``trained_assignment``,
+    tighter (as CCL makes its own clusters). Training is replaced by a name: the choice is what is tested."""
+    types = np.array([list(CONTEXTS).index(inst.label) for inst in instances])
+    vectors = {"start": _vectors(types, 0, 1.0), "epoch_1": _vectors(trained_assignment, 1, 0.3)}
+
+    def make_pairs(epoch, embeddings, clusters):
+        select_seen.append((epoch, embeddings.shape))
+        return [{"anchor": "a", "positive": "b"}], {"pairs": 1}
+
+    return CCLEpochs(instances, "start", 3, encode=lambda model: vectors[model],
+                     train=lambda epoch, model, rows: (f"epoch_{epoch}", {"loss": 0.5, "steps": 1}),
+                     make_pairs=make_pairs, gold=[inst.label for inst in instances], seed=0)
+
+
+def test_the_context_score_keeps_the_start_model_when_ccl_scrambles_the_types():
+    instances = _instances()
+    scrambled = np.random.default_rng(5).integers(0, 3, len(instances))
+    seen: list = []
+    outcome = run_epochs(_runner(instances, scrambled, seen), 1, "context_silhouette")
+    start, trained = outcome.rows
+    assert seen == [(1, (90, 16))]  # epoch 1's pairs come from epoch 0's vectors
+    assert trained["gold_nmi"] < 0.1 < 0.9 < start["gold_nmi"]  # the built-in failure
+    # CCL's own space scores its tight clusters best: that score alone would deliver the failure
+    assert trained["silhouette"] > start["silhouette"]
+    assert trained["context_silhouette"] < start["context_silhouette"]
+    assert outcome.chosen["epoch"] == 0 and outcome.chosen["model"] == "start"
+    assert trained["start_silhouette"] < start["start_silhouette"]
+
+
+def test_the_context_score_takes_the_trained_epoch_when_it_keeps_the_types():
+    instances = _instances()
+    types = np.array([list(CONTEXTS).index(inst.label) for inst in instances])
+    outcome = run_epochs(_runner(instances, types, []), 1, "context_silhouette")
+    start, trained = outcome.rows
+    assert trained["context_silhouette"] == pytest.approx(start["context_silhouette"])
+    assert trained["silhouette"] > start["silhouette"]
+    # a tie goes to the earlier epoch: nothing is gained by delivering the trained model
+    assert outcome.chosen["epoch"] == 0
+    assert run_epochs(_runner(instances, types, []), 1, "silhouette").chosen["epoch"] == 1
+    assert run_epochs(_runner(instances, types, []), 1, "last").chosen["model"] == "epoch_1"
+
+
+def test_the_context_leaves_the_mention_out():
+    instance = _instances(1)[0]
+    assert mention_masked_sentences([instance]) == [CONTEXTS["PER"].format("").strip()]
