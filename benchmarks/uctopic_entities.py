@@ -3,12 +3,13 @@ and of what each label-free rule delivers, against the oracle epoch (the best by
 
     python benchmarks/uctopic_entities.py [--sets conll_test,conll_dev_misc] [--epochs 2] [--max-instances 2000]
                                           [--seeds 0] [--model bundled:minilm] [--out runs/uctopic_entities]
+                                          [--set finetune.positives=topic] [--name uctopic_entities]
 
 The sets come from CoNLL-2003 (``../shared/data/ner/conll2003``): the test split with PER/LOC/ORG (the set the
 job's defaults were first run on), the test and dev splits with MISC too, and slices of the train split's
 documents with other type subsets, so that a rule is not designed on one set. Each set is clustered with k =
 its number of types. Every rule's choice is read from the same epochs: ``start`` (no CCL), ``last`` and the
-label-free scores of ``contrastext.uctopic.ccl``. Results go to ``runs/benchmarks/uctopic_entities.json``.
+label-free scores of ``contrastext.uctopic.ccl``. Results go to ``runs/benchmarks/<name>.json``.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ from dataclasses import asdict, dataclass
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from _common import DATA_DIR, REPO_ROOT, write_result  # noqa: E402
+from contrastext.console import configure_console  # noqa: E402
 from contrastext.report import format_table  # noqa: E402
 
 CONLL = DATA_DIR / "ner" / "conll2003"
-RULES = ("start", "last", "context_silhouette", "start_silhouette", "silhouette")
+RULES = ("start", "last", "anchored_silhouette", "context_silhouette", "start_silhouette", "silhouette")
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ def run_set(entity_set: EntitySet, args: argparse.Namespace, seed: int) -> dict:
                  f"finetune.data.labels=[{','.join(entity_set.labels)}]",
                  f"finetune.data.conll_documents={documents}", f"finetune.data.max_instances={args.max_instances}",
                  f"finetune.epochs={args.epochs}", f"finetune.topics.n_topics={len(entity_set.labels)}",
-                 f"output.storage_path={args.out}", f"output.name={entity_set.name}-seed{seed}"]
+                 f"output.storage_path={args.out}", f"output.name={entity_set.name}-seed{seed}", *args.overrides]
     config = load_config(UCTopicConfig, REPO_ROOT / "configs" / "uctopic_conll.yaml", overrides)
     summary = run_uctopic(config)
     epochs = summary["epochs"]
@@ -96,7 +98,11 @@ def main() -> None:
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--model", default="bundled:minilm")
     parser.add_argument("--out", default="runs/uctopic_entities")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting of the finetune stage for every set, e.g. finetune.positives=topic")
+    parser.add_argument("--name", default="uctopic_entities", help="the result file's name")
     args = parser.parse_args()
+    configure_console()
     if not CONLL.is_dir():
         sys.exit(f"benchmark needs {CONLL} (set CONTRASTEXT_DATA to the folder holding ner/conll2003/)")
     wanted = args.sets.split(",")
@@ -114,9 +120,9 @@ def main() -> None:
     rows, record = rule_table(results)
     print(format_table(rows, headers=["rule", "mean loss vs oracle", "max loss", "mean gain vs start",
                                       "worst gain vs start"]))
-    out = write_result("uctopic_entities", {"sets": [asdict(s) for s in ENTITY_SETS if s.name in wanted],
-                                            "epochs": args.epochs, "max_instances": args.max_instances,
-                                            "model": args.model, "results": results, "rules": record})
+    out = write_result(args.name, {"sets": [asdict(s) for s in ENTITY_SETS if s.name in wanted],
+                                   "epochs": args.epochs, "max_instances": args.max_instances, "model": args.model,
+                                   "settings": args.overrides, "results": results, "rules": record})
     print(f"wrote {out}")
 
 

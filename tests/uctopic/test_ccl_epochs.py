@@ -47,11 +47,12 @@ def _runner(instances, trained_assignment: np.ndarray, select_seen: list) -> CCL
                      make_pairs=make_pairs, gold=[inst.label for inst in instances], seed=0)
 
 
-def test_the_context_score_keeps_the_start_model_when_ccl_scrambles_the_types():
+@pytest.mark.parametrize("select_by", ["anchored_silhouette", "context_silhouette"])
+def test_the_start_model_is_kept_when_ccl_scrambles_the_types(select_by):
     instances = _instances()
     scrambled = np.random.default_rng(5).integers(0, 3, len(instances))
     seen: list = []
-    outcome = run_epochs(_runner(instances, scrambled, seen), 1, "context_silhouette")
+    outcome = run_epochs(_runner(instances, scrambled, seen), 1, select_by)
     start, trained = outcome.rows
     assert seen == [(1, (90, 16))]  # epoch 1's pairs come from epoch 0's vectors
     assert trained["gold_nmi"] < 0.1 < 0.9 < start["gold_nmi"]  # the built-in failure
@@ -59,18 +60,23 @@ def test_the_context_score_keeps_the_start_model_when_ccl_scrambles_the_types():
     assert trained["silhouette"] > start["silhouette"]
     assert trained["context_silhouette"] < start["context_silhouette"]
     assert outcome.chosen["epoch"] == 0 and outcome.chosen["model"] == "start"
-    assert trained["start_silhouette"] < start["start_silhouette"]
+    # the trained clusters do not hold together in the start model's space: the anchored score falls with them
+    assert trained["start_silhouette"] < 0.1 * start["start_silhouette"]
+    assert trained["anchored_silhouette"] < start["anchored_silhouette"] == start["silhouette"]
 
 
-def test_the_context_score_takes_the_trained_epoch_when_it_keeps_the_types():
+def test_the_trained_epoch_is_delivered_when_it_tightens_the_same_clusters():
     instances = _instances()
     types = np.array([list(CONTEXTS).index(inst.label) for inst in instances])
-    outcome = run_epochs(_runner(instances, types, []), 1, "context_silhouette")
+    outcome = run_epochs(_runner(instances, types, []), 1, "anchored_silhouette")
     start, trained = outcome.rows
-    assert trained["context_silhouette"] == pytest.approx(start["context_silhouette"])
+    assert trained["start_silhouette"] == pytest.approx(start["silhouette"])  # the same partition
+    assert trained["anchored_silhouette"] == pytest.approx(trained["silhouette"])
     assert trained["silhouette"] > start["silhouette"]
-    # a tie goes to the earlier epoch: nothing is gained by delivering the trained model
-    assert outcome.chosen["epoch"] == 0
+    assert outcome.chosen["epoch"] == 1
+    # the context score cannot tell the two apart: a tie goes to the earlier epoch
+    assert trained["context_silhouette"] == pytest.approx(start["context_silhouette"])
+    assert run_epochs(_runner(instances, types, []), 1, "context_silhouette").chosen["epoch"] == 0
     assert run_epochs(_runner(instances, types, []), 1, "silhouette").chosen["epoch"] == 1
     assert run_epochs(_runner(instances, types, []), 1, "last").chosen["model"] == "epoch_1"
 
@@ -78,3 +84,13 @@ def test_the_context_score_takes_the_trained_epoch_when_it_keeps_the_types():
 def test_the_context_leaves_the_mention_out():
     instance = _instances(1)[0]
     assert mention_masked_sentences([instance]) == [CONTEXTS["PER"].format("").strip()]
+
+
+def test_anchored_discounts_by_the_share_kept_in_the_start_space():
+    from contrastext.uctopic.ccl import anchored
+
+    assert anchored(0.2, 0.05, 0.1) == pytest.approx(0.1)  # half the start's silhouette kept
+    assert anchored(0.2, 0.15, 0.1) == pytest.approx(0.2)  # more than kept: no bonus
+    assert anchored(0.2, -0.01, 0.1) < 0  # clusters that no longer hold together in the start space
+    assert anchored(-0.1, 0.05, 0.1) == -0.1
+    assert anchored(0.2, 0.0, -0.05) == 0.2 and anchored(0.2, -0.1, -0.05) == 0.0

@@ -1,5 +1,6 @@
 """The UCTopic stages with their inputs, models and outputs on an S3 bucket (moto server, local Ray)."""
 
+import json
 
 import pytest
 
@@ -119,3 +120,41 @@ def test_missing_inputs_on_a_bucket_name_them(s3_bucket, tiny_encoder_dir):
     with pytest.raises(FileNotFoundError, match="CoNLL file .*missing.conll does not exist"):
         run_uctopic(_config(s3_bucket, str(tiny_encoder_dir), "evaluate",
                             **{"evaluation.conll": f"{s3_bucket}/missing.conll"}))
+
+
+NAMED_DOCUMENTS = [
+    {"id": i, "text": text} for i, text in enumerate([
+        "Supporters of Manchester United travelled to Lisbon for the final. The Bank of England said little.",
+        "In Lisbon the players of Manchester United trained in the rain. Officials at the Bank of England met.",
+        "The coach said Manchester United would rest two players in Lisbon. Traders watched the Bank of England.",
+        "Rain fell on Lisbon all week long. Nobody expected the Bank of England to act before the summer.",
+    ])]
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_pretraining_on_phrases_of_text_sources_on_a_bucket(ray_session, s3_bucket, tiny_encoder_dir, tmp_path,
+                                                           monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    docs = storage.write_text(f"{s3_bucket}/text/news.jsonl", "\n".join(json.dumps(d) for d in NAMED_DOCUMENTS))
+    other = storage.write_text(f"{s3_bucket}/text/more.jsonl", json.dumps(
+        {"id": 9, "text": "Fans in Lisbon sang about Manchester United until late. Prices rose again in May."}))
+    model = storage.copy_tree(tiny_encoder_dir, f"{s3_bucket}/models/tiny")
+    config = _config(s3_bucket, model, "pretrain", **{
+        "pretrain.documents": f'[{{"path": "{docs}"}}, {{"path": "{other}"}}]', "pretrain.vocabulary_documents": 10,
+        "train.max_steps": 2, "output.name": "text"})
+    summary = run_uctopic(config)
+    run_dir = f"{s3_bucket}/runs/text-pretrain"
+    assert summary["run_dir"] == run_dir and summary["source"] == f"{docs} + {other}"
+    # named spans of four or more words' sentences: 4 "Manchester United", 4 "Bank of England", 5 "Lisbon"
+    assert summary["link_mentions"] == 13
+    pairs = storage.read_parquet(f"{run_dir}/pairs.parquet").to_pylist()
+    assert summary["pairs"] == len(pairs) > 0 and summary["steps"] == 2
+    for row in pairs:  # two different sentences that mention the same phrase, at the stated spans
+        assert row["anchor"] != row["positive"]
+        phrase = row["key"].split(":", 1)[1]
+        assert row["anchor"][row["anchor_start"]:row["anchor_end"]].lower() == phrase
+        assert row["positive"][row["positive_start"]:row["positive_end"]].lower() == phrase
+    assert {row["key"] for row in pairs} == {"target:manchester united", "target:bank of england", "target:lisbon"}
+    assert "model/modules.json" in {f[len(run_dir) + 1:] for f in storage.list_files(run_dir, recursive=True)}
+    assert not list(tmp_path.iterdir())

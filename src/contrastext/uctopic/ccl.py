@@ -28,7 +28,20 @@ from contrastext.uctopic.phrases import PhraseInstance
 #:  - ``context_silhouette``: the same clusters in the TF-IDF space of the instances' sentences, which
 #:    training does not move;
 #:  - ``start_silhouette``: the same clusters in the start model's embedding space;
-SCORE_KEYS = ("silhouette", "context_silhouette", "start_silhouette")
+#:  - ``anchored_silhouette``: ``silhouette`` times the share of the start model's own silhouette that the
+#:    epoch's clusters keep in the start model's space (at most 1): CCL may tighten its clusters, but clusters
+#:    that no longer hold together where they came from (a drift, a collapse) lose their score with it.
+SCORE_KEYS = ("silhouette", "context_silhouette", "start_silhouette", "anchored_silhouette")
+
+
+def anchored(silhouette_now: float, start_silhouette_now: float, start_own: float) -> float:
+    """``silhouette_now`` discounted by how much of ``start_own`` (the start model's clusters' silhouette in its
+    own space) the epoch's clusters keep in that space."""
+    if start_own > 0:
+        kept = min(1.0, start_silhouette_now / start_own)
+    else:  # a start model without cluster structure: no share to keep, only no loss
+        kept = 1.0 if start_silhouette_now >= start_own else 0.0
+    return silhouette_now * kept if silhouette_now > 0 else silhouette_now
 
 
 def mention_masked_sentences(instances: Sequence[PhraseInstance]) -> list[str]:
@@ -58,6 +71,7 @@ class CCLEpochs:
     sample_size: int | None = 5000
     embeddings: dict[int, np.ndarray] = field(default_factory=dict)  # by epoch, kept while they may be needed
     clusters: dict[int, KMeansResult] = field(default_factory=dict)
+    start_own_silhouette: float | None = None  # epoch 0's silhouette, the anchor of anchored_silhouette
 
     def run_epoch(self, epoch: int, previous: dict[str, Any] | None) -> dict[str, Any]:
         row: dict[str, Any] = {"epoch": epoch}
@@ -83,6 +97,9 @@ class CCLEpochs:
             "start_silhouette": silhouette(self.embeddings[0] if 0 in self.embeddings else embeddings, assignments,
                                            sample_size=self.sample_size, seed=self.seed),
         }
+        start_own = self.start_own_silhouette if self.start_own_silhouette is not None else found["silhouette"]
+        self.start_own_silhouette = start_own
+        found["anchored_silhouette"] = anchored(found["silhouette"], found["start_silhouette"], start_own)
         if self.gold is not None:
             found.update({f"gold_{k}": v for k, v in clustering_scores(assignments, labels=self.gold).items()})
         return found

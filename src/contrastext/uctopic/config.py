@@ -13,7 +13,7 @@ from contrastext.models.resolve import DEFAULT_MODEL
 
 Stage = Literal["pretrain", "finetune", "mine", "evaluate"]
 #: the label-free score that picks CCL's delivered epoch (contrastext.uctopic.ccl says what each measures)
-CCLSelectBy = Literal["context_silhouette", "start_silhouette", "silhouette", "last"]
+CCLSelectBy = Literal["anchored_silhouette", "context_silhouette", "start_silhouette", "silhouette", "last"]
 TopicCount = int | Literal["auto"]
 
 
@@ -125,10 +125,10 @@ class FinetuneSettings(Settings):
 
     data: PhraseSource = Field(default_factory=PhraseSource)
     topics: TopicSettings = Field(default_factory=lambda: TopicSettings(n_topics=3))
-    epochs: int = Field(2, ge=0, description="CCL epochs: each clusters with the previous epoch's model, "
+    epochs: int = Field(3, ge=0, description="CCL epochs: each clusters with the previous epoch's model, "
                                              "pseudo-labels and trains one fit (train.epochs passes) from it")
     select_by: CCLSelectBy = Field(
-        "context_silhouette", description="the label-free score that picks the delivered model among the "
+        "anchored_silhouette", description="the label-free score that picks the delivered model among the "
                                           "start model (epoch 0) and the epochs (see contrastext.uctopic.ccl)")
     central_fraction: float = Field(0.2, gt=0, le=1, description="t: the share of each cluster closest to its "
                                                                  "centroid that gets a pseudo label")
