@@ -67,14 +67,35 @@ def run_set(entity_set: EntitySet, args: argparse.Namespace, seed: int) -> dict:
     config = load_config(UCTopicConfig, REPO_ROOT / "configs" / "uctopic_conll.yaml", overrides)
     summary = run_uctopic(config)
     epochs = summary["epochs"]
-    picks = {"start": epochs[0], "last": epochs[-1]}
+    picks = {"start": epochs[0], "last": epochs[-1], "delivered": epochs[summary["chosen_epoch"]]}
     for rule in RULES[2:]:
         picks[rule] = max(epochs, key=lambda r, key=rule: (r[key], -r["epoch"]))
     oracle = max(epochs, key=lambda r: r["gold_nmi"])
-    return {"set": entity_set.name, "seed": seed, "instances": summary["counts"]["instances"],
-            "k": summary["k"], "epochs": epochs, "oracle_nmi": oracle["gold_nmi"],
+    untrained = None
+    if args.model != args.untrained:  # the same instances, clustered the same way, with the untrained encoder
+        untrained = untrained_scores(config, args.untrained)
+    return {"set": entity_set.name, "seed": seed, "select_by": summary["select_by"],
+            "instances": summary["counts"]["instances"],
+            "k": summary["k"], "epochs": epochs, "oracle_nmi": oracle["gold_nmi"], "untrained": untrained,
             "picks": {rule: {"epoch": row["epoch"], "nmi": row["gold_nmi"], "acc": row["gold_acc"]}
                       for rule, row in picks.items()}}
+
+
+def untrained_scores(config, model: str) -> dict[str, float]:
+    from contrastext.uctopic.encoder import PhraseEncoder
+    from contrastext.uctopic.job import entity_clustering
+
+    data = config.finetune.data
+    evaluation = config.evaluation.model_copy(update={
+        "conll": data.conll, "labels": data.labels, "conll_documents": data.conll_documents,
+        "max_instances": data.max_instances, "k": config.finetune.topics.n_topics})
+    encoder = PhraseEncoder.from_pretrained(model, max_length=config.max_length, backend=config.train.encoder.backend)
+    scores = entity_clustering(encoder, evaluation, config)
+    return {"nmi": scores["nmi"], "acc": scores["acc"]}
+
+
+def _nmi_acc(scores: dict) -> str:
+    return f"{scores['nmi']:.3f} / {scores['acc']:.3f}"
 
 
 def rule_table(results: list[dict]) -> tuple[list[list], dict]:
@@ -96,7 +117,9 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--max-instances", type=int, default=2000)
     parser.add_argument("--seeds", default="0")
-    parser.add_argument("--model", default="bundled:minilm")
+    parser.add_argument("--model", default="bundled:minilm", help="the start model (e.g. a pretrained one)")
+    parser.add_argument("--untrained", default="bundled:minilm",
+                        help="scored beside the start model when --model is another one")
     parser.add_argument("--out", default="runs/uctopic_entities")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="a setting of the finetune stage for every set, e.g. finetune.positives=topic")
@@ -113,10 +136,15 @@ def main() -> None:
                for s in ENTITY_SETS if s.name in wanted]
 
     per_set = [[r["set"], r["seed"], r["instances"], r["k"]]
-               + [f"{r['picks'][rule]['nmi']:.3f}" for rule in RULES] + [f"{r['oracle_nmi']:.3f}"]
-               for r in results]
-    print(format_table(per_set, headers=["set", "seed", "entities", "k", *[f"NMI {rule}" for rule in RULES],
-                                         "oracle"]))
+               + ([_nmi_acc(r["untrained"])] if r["untrained"] else [])
+               + [_nmi_acc(r["picks"]["start"]), _nmi_acc(r["picks"]["last"]),
+                  f"{_nmi_acc(r['picks']['delivered'])} (epoch {r['picks']['delivered']['epoch']})",
+                  f"{r['oracle_nmi']:.3f}"] for r in results]
+    start = "start (pretrained)" if args.model != args.untrained else "untrained"
+    print(format_table(per_set, headers=["set", "seed", "entities", "k",
+                                         *(["untrained"] if args.model != args.untrained else []), start,
+                                         f"CCL epoch {args.epochs}", f"delivered ({results[0]['select_by']})",
+                                         "oracle NMI"]))
     rows, record = rule_table(results)
     print(format_table(rows, headers=["rule", "mean loss vs oracle", "max loss", "mean gain vs start",
                                       "worst gain vs start"]))

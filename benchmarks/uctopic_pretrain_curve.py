@@ -34,7 +34,7 @@ def entity_scores(model: str, args: argparse.Namespace) -> dict[str, float]:
     from contrastext.uctopic.encoder import PhraseEncoder
     from contrastext.uctopic.job import entity_clustering
 
-    encoder = PhraseEncoder.from_pretrained(model, max_length=64)
+    encoder = None
     scores = {}
     for entity_set in ENTITY_SETS:
         if entity_set.name not in args.sets:
@@ -44,6 +44,8 @@ def entity_scores(model: str, args: argparse.Namespace) -> dict[str, float]:
             "stage=evaluate", f"model={model}", f"evaluation.conll={CONLL / entity_set.file}",
             f"evaluation.labels=[{','.join(entity_set.labels)}]", f"evaluation.conll_documents={documents}",
             f"evaluation.max_instances={args.max_instances}"])
+        encoder = encoder or PhraseEncoder.from_pretrained(model, max_length=config.max_length,
+                                                           backend=config.train.encoder.backend)
         scores[entity_set.name] = entity_clustering(encoder, config.evaluation, config)["nmi"]
     return scores
 

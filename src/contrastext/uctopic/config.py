@@ -24,6 +24,8 @@ class PretrainSettings(Settings):
     documents: list[TextSource] | None = Field(
         None, description="text sources (contrastext.data.sources) to mine repeated phrases from, instead of a "
                           "Wikipedia dump's links; each source is read by a Ray task of its own")
+    data_dir: str | None = Field(None, description="documents: the folder relative paths are read under (local or a "
+                                                   "URI); None: $CONTRASTEXT_DATA, else ../shared/data")
     npmi_phrases: bool = Field(True, description="documents: NPMI phrases beside the named spans")
     vocabulary_documents: int = Field(2000, ge=1, description="documents: the NPMI vocabulary is fitted on the first "
                                                               "this many documents of each source")

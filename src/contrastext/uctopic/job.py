@@ -214,13 +214,15 @@ def _pretraining_pairs(config: UCTopicConfig):
         return positive_pair_dataset(pages, keep_probability=settings.keep_probability,
                                      max_pairs_per_key=settings.max_pairs_per_key, by_mention=settings.by_mention,
                                      seed=config.seed, min_sentence_words=settings.min_sentence_words), source
+    from contrastext.data.paths import data_root
     from contrastext.uctopic.text_mentions import (documents_dataset, fit_phrase_vocabulary, mentions_of_batch,
                                                    sample_documents)
 
-    vocabulary = (fit_phrase_vocabulary(sample_documents(settings.documents, settings.vocabulary_documents))
+    data_dir = str(data_root(settings.data_dir))  # the workers may not share the driver's working directory
+    vocabulary = (fit_phrase_vocabulary(sample_documents(settings.documents, settings.vocabulary_documents, data_dir))
                   if settings.npmi_phrases else [])
     _say(f"phrases: named spans{f' and {len(vocabulary):,} NPMI phrases' if settings.npmi_phrases else ''}")
-    documents = documents_dataset(settings.documents)
+    documents = documents_dataset(settings.documents, data_dir)
     if settings.max_pages:
         documents = documents.limit(settings.max_pages)
     mentions = documents.map_batches(mentions_of_batch, batch_format="pyarrow", fn_kwargs={
