@@ -7,6 +7,7 @@ read back from ``BENCHMARK_OUT``):
 
 - encode: ``encode.py`` (TextEncoder bf16, TextEncoder fp32, plain sentence-transformers fp32), texts/s;
 - train: ``train_step.py --ray-only --use-gpu``, Ray Train MNR steps/s with one GPU worker;
+- phrase pretraining: ``train_step.py --objective phrase --use-gpu``, UCTopic's phrase objective steps/s;
 - serve: ``serve.py --use-gpu``, requests/s with dynamic batching over without;
 - predict: ``predict.py --rows N --skip-memory [--use-gpu]``, the predict job's rows/s with one actor, and its
   ratio to a plain loop of the same model on the same device.
@@ -58,7 +59,7 @@ SIZES: dict[str, dict[str, list[str]]] = {
     "predict": {"full": ["--rows", "20000", "--skip-memory"],
                 "dry": ["--rows", "200", "--chunk-rows", "64", "--batch-size", "16", "--skip-memory"]},
 }
-LIMIT_S = {"encode": 90.0, "train": 150.0, "serve": 150.0, "scale": 90.0, "predict": 120.0}
+LIMIT_S = {"encode": 90.0, "train": 150.0, "phrase": 90.0, "serve": 150.0, "scale": 90.0, "predict": 120.0}
 
 
 @dataclass
@@ -215,6 +216,17 @@ def train_row(plan: Plan) -> Row:
                             f"{r['ray_train']['wall_s_incl_startup']:.0f} s with Ray start-up")
 
 
+def phrase_row(plan: Plan) -> Row:
+    """UCTopic's phrase objective (span pooling, masked mentions) on one worker: pretraining's step rate."""
+    args = [*SIZES["train"][plan.size_key], "--workers", "1", "--objective", "phrase", *plan.gpu_flag()]
+    outcome = run_benchmark(plan, "phrase", "train_step.py", args, "train_step_phrase", LIMIT_S["phrase"])
+    progress(f"phrase pretraining: {describe(outcome)}")
+    precision = "bf16 autocast" if plan.bf16 else "fp32"
+    return figure(f"train: UCTopic phrase pretraining, 1 {plan.device.upper()} worker", plan, precision, "steps/s",
+                  outcome, lambda r: r["ray_train"]["steps_per_s"],
+                  lambda r: f"batch {r['global_batch']}, {r['ray_train']['pairs_per_s']:,.0f} pairs/s")
+
+
 def serve_row(plan: Plan) -> Row:
     args = [*SIZES["serve"][plan.size_key], "--memory-requests", "0", *plan.gpu_flag()]
     outcome = run_benchmark(plan, "serve", "serve.py", args, "serve", LIMIT_S["serve"])
@@ -309,6 +321,7 @@ def main() -> int:
 
     rows = encode_rows(plan)
     rows.append(train_row(plan))
+    rows.append(phrase_row(plan))
     rows.append(serve_row(plan))
     rows.append(predict_row(plan))
     scale, scale_excused = scale_row(plan)
