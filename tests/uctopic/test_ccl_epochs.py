@@ -38,13 +38,17 @@ def _runner(instances, trained_assignment: np.ndarray, select_seen: list) -> CCL
     types = np.array([list(CONTEXTS).index(inst.label) for inst in instances])
     vectors = {"start": _vectors(types, 0, 1.0), "epoch_1": _vectors(trained_assignment, 1, 0.3)}
 
+    vectors["epoch_2"] = _vectors(trained_assignment, 2, 0.2)
+
     def make_pairs(epoch, embeddings, clusters):
-        select_seen.append((epoch, embeddings.shape))
+        select_seen.append((epoch, embeddings))
         return [{"anchor": "a", "positive": "b"}], {"pairs": 1}
 
-    return CCLEpochs(instances, "start", 3, encode=lambda model: vectors[model],
-                     train=lambda epoch, model, rows: (f"epoch_{epoch}", {"loss": 0.5, "steps": 1}),
-                     make_pairs=make_pairs, gold=[inst.label for inst in instances], seed=0)
+    runner = CCLEpochs(instances, "start", 3, encode=lambda model: vectors[model],
+                       train=lambda epoch, model, rows: (f"epoch_{epoch}", {"loss": 0.5, "steps": 1, "from": model}),
+                       make_pairs=make_pairs, gold=[inst.label for inst in instances], seed=0)
+    runner.vectors = vectors
+    return runner
 
 
 @pytest.mark.parametrize("select_by", ["anchored_silhouette", "context_silhouette"])
@@ -52,9 +56,10 @@ def test_the_start_model_is_kept_when_ccl_scrambles_the_types(select_by):
     instances = _instances()
     scrambled = np.random.default_rng(5).integers(0, 3, len(instances))
     seen: list = []
-    outcome = run_epochs(_runner(instances, scrambled, seen), 1, select_by)
+    runner = _runner(instances, scrambled, seen)
+    outcome = run_epochs(runner, 1, select_by)
     start, trained = outcome.rows
-    assert seen == [(1, (90, 16))]  # epoch 1's pairs come from epoch 0's vectors
+    assert [epoch for epoch, _ in seen] == [1] and seen[0][1] is runner.vectors["start"]  # epoch 0's vectors
     assert trained["gold_nmi"] < 0.1 < 0.9 < start["gold_nmi"]  # the built-in failure
     # CCL's own space scores its tight clusters best: that score alone would deliver the failure
     assert trained["silhouette"] > start["silhouette"]
@@ -94,3 +99,17 @@ def test_anchored_discounts_by_the_share_kept_in_the_start_space():
     assert anchored(0.2, -0.01, 0.1) < 0  # clusters that no longer hold together in the start space
     assert anchored(-0.1, 0.05, 0.1) == -0.1
     assert anchored(0.2, 0.0, -0.05) == 0.2 and anchored(0.2, -0.1, -0.05) == 0.0
+
+
+def test_each_epoch_trains_from_the_one_before_and_the_start_vectors_stay():
+    instances = _instances()
+    types = np.array([list(CONTEXTS).index(inst.label) for inst in instances])
+    seen: list = []
+    runner = _runner(instances, types, seen)
+    outcome = run_epochs(runner, 2, "anchored_silhouette")
+    assert [row["epoch"] for row in outcome.rows] == [0, 1, 2]
+    assert [row.get("from") for row in outcome.rows] == [None, "start", "epoch_1"]
+    assert [epoch for epoch, _ in seen] == [1, 2] and seen[1][1] is runner.vectors["epoch_1"]
+    # after the loop only the start model's vectors (the anchor) and the last epoch's are held
+    assert sorted(runner.embeddings) == [0, 2]
+    assert outcome.chosen["epoch"] == 2  # the tightest clusters, the same partition as the start

@@ -133,3 +133,18 @@ def test_documents_are_a_text_source_and_the_earlier_keys_still_read():
     assert earlier.documents.max_rows == 5  # the first documents, as before
     given = PhraseSource(documents={"path": "d.csv", "text_columns": ["a", "b"], "cleaning": "basic"})
     assert given.documents.text_columns == ["a", "b"] and given.documents.cleaning == "basic"
+
+
+def test_finetune_without_epochs_delivers_the_start_model_and_scores_it(tiny_encoder_dir, tmp_path):
+    conll = _conll(tmp_path / "mini.conll")
+    summary = run_uctopic(_config(tmp_path, str(tiny_encoder_dir), "finetune", **{
+        "finetune.data.conll": str(conll), "finetune.epochs": 0}))
+    assert summary["chosen_epoch"] == 0 and summary["select_by"] == "anchored_silhouette"
+    [start] = summary["epochs"]
+    assert start["anchored_silhouette"] == pytest.approx(start["silhouette"])
+    assert summary["clustering_delivered"] == summary["clustering_before"] and summary["steps"] == 0
+    spans = [("John Smith met Ford .", 0, 10)]
+    delivered = PhraseEncoder.from_pretrained(summary["model_path"]).encode(spans)
+    assert np.allclose(delivered, PhraseEncoder.from_pretrained(str(tiny_encoder_dir)).encode(spans), atol=1e-5)
+    assert "delivered (by anchored_silhouette) | epoch 0 (the start model)" in " ".join(
+        (Path(summary["run_dir"]) / "report.md").read_text().split())

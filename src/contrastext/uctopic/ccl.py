@@ -11,6 +11,7 @@ trained and scored.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -25,8 +26,8 @@ from contrastext.uctopic.phrases import PhraseInstance
 #: label-free scores of an epoch's clusters (``select_by`` names one, or ``last``):
 #:  - ``silhouette``: cosine silhouette in the epoch's own embedding space (CCL tightens the clusters it trains
 #:    on, so this favours trained epochs);
-#:  - ``context_silhouette``: the same clusters in the TF-IDF space of the instances' sentences, which
-#:    training does not move;
+#:  - ``context_silhouette``: the same clusters in the TF-IDF space of the instances' sentences with the
+#:    mention removed, which training does not move;
 #:  - ``start_silhouette``: the same clusters in the start model's embedding space;
 #:  - ``anchored_silhouette``: ``silhouette`` times the share of the start model's own silhouette that the
 #:    epoch's clusters keep in the start model's space (at most 1): CCL may tighten its clusters, but clusters
@@ -37,7 +38,9 @@ SCORE_KEYS = ("silhouette", "context_silhouette", "start_silhouette", "anchored_
 def anchored(silhouette_now: float, start_silhouette_now: float, start_own: float) -> float:
     """``silhouette_now`` discounted by how much of ``start_own`` (the start model's clusters' silhouette in its
     own space) the epoch's clusters keep in that space."""
-    if start_own > 0:
+    if math.isnan(start_own) or math.isnan(start_silhouette_now):  # no structure to compare with: no discount
+        kept = 1.0
+    elif start_own > 0:
         kept = min(1.0, start_silhouette_now / start_own)
     else:  # a start model without cluster structure: no share to keep, only no loss
         kept = 1.0 if start_silhouette_now >= start_own else 0.0

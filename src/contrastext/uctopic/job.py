@@ -218,7 +218,9 @@ def _pretraining_pairs(config: UCTopicConfig):
     from contrastext.uctopic.text_mentions import (documents_dataset, fit_phrase_vocabulary, mentions_of_batch,
                                                    sample_documents)
 
-    data_dir = str(data_root(settings.data_dir))  # the workers may not share the driver's working directory
+    root = data_root(settings.data_dir)
+    # the workers may not share the driver's working directory
+    data_dir = root if isinstance(root, str) and storage.is_uri(root) else str(Path(root).expanduser().resolve())
     vocabulary = (fit_phrase_vocabulary(sample_documents(settings.documents, settings.vocabulary_documents, data_dir))
                   if settings.npmi_phrases else [])
     _say(f"phrases: named spans{f' and {len(vocabulary):,} NPMI phrases' if settings.npmi_phrases else ''}")
@@ -302,21 +304,21 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
                "silhouette_by_k": silhouette_by_k, "central_fraction": settings.central_fraction,
                "select_by": settings.select_by, "epochs": [_json_row(r) for r in epochs],
                "chosen_epoch": chosen["epoch"], "oracle_epoch": oracle["epoch"] if oracle else None,
-               "pairs": last.get("pairs", 0), "steps": sum(r.get("steps", 0) for r in epochs),
-               "final_loss": last.get("loss"), "labelled_instances": last.get("labelled_instances", 0),
+               "pairs": sum(r.get("pairs", 0) for r in epochs), "steps": sum(r.get("steps", 0) for r in epochs),
+               "final_loss": last.get("last_loss"), "labelled_instances": last.get("labelled_instances", 0),
                "pseudo_label_acc": last.get("pseudo_label_acc"),
                "clustering_before": before, "clustering_after": after, "clustering_delivered": chosen_scores,
                "entity_clustering_before": extra_before, "entity_clustering_after": extra_after,
                "topics": topic_rows, "topic_quality": quality, "model_path": delivered, "timings_s": timings}
     table = [["phrase source", loaded.source], ["phrase instances", len(instances)], ["topics k", k],
-             ["CCL epochs / pairs / optimiser steps", f"{settings.epochs} / {sum(r.get('pairs', 0) for r in epochs):,} / "
-                                                      f"{summary['steps']}"],
+             ["CCL epochs / pairs / optimiser steps", f"{settings.epochs} / {summary['pairs']:,} / {summary['steps']}"],
              [f"delivered (by {settings.select_by})", f"epoch {chosen['epoch']}"
                                                      + (" (the start model)" if chosen["epoch"] == 0 else "")]]
     if before and after:
         for metric in ("nmi", "acc"):
             table.append([f"{metric.upper()} start → last epoch → delivered",
                           f"{before[metric]:.4f} → {after[metric]:.4f} → {chosen_scores[metric]:.4f}"])
+    table += [[f"epoch {row['epoch']}", _epoch_line(row, chosen).split(", ", 1)[-1]] for row in epochs]
     table += _entity_rows(extra_before, extra_after, config.evaluation)
     table += [["informativeness / diversity", f"{quality['informativeness']:.3f} / {quality['diversity']:.3f}"],
               ["time (s): epochs / total", f"{timings['epochs']:.1f} / {timings['total']:.1f}"],
@@ -371,7 +373,8 @@ def _ccl_trainer(config: UCTopicConfig, run_dir: str):
         output = OutputConfig(storage_path=storage.join(run_dir, "train"), name=f"epoch_{epoch:03d}")
         result = fit(ray.data.from_arrow(pa.Table.from_pylist(rows)), train_config, output, rows=len(rows),
                      export_model_to=storage.join(run_dir, "epochs", f"epoch_{epoch:03d}", "model"))
-        return result.model_path, {"steps": result.steps, "loss": result.mean_loss, "train_s": result.seconds}
+        return result.model_path, {"steps": result.steps, "loss": result.mean_loss, "last_loss": result.last_loss,
+                                   "train_s": result.seconds}
 
     return train
 

@@ -410,9 +410,12 @@ def read_conll_entities(path: str | Path, labels: Sequence[str] | None = None,
     def flush() -> None:
         if not tokens:
             return
-        stats.sentences += 1
         in_range = documents is None or documents[0] <= max(stats.documents - 1, 0) < documents[1]
-        sentence, spans = _conll_sentence(tokens) if in_range else ("", [])
+        if not in_range:
+            tokens.clear()
+            return
+        stats.sentences += 1
+        sentence, spans = _conll_sentence(tokens)
         for start, end, kind in spans:
             stats.entities[kind] += 1
             if wanted is None or kind in wanted:

@@ -146,7 +146,7 @@ def _vocabulary(grams: tuple[tuple[str, ...], ...]) -> frozenset[tuple[str, ...]
 
 def fit_phrase_vocabulary(texts: Sequence[str], *, max_vocabulary: int = 5000, min_count: int = 3,
                           min_npmi: float = 0.3) -> list[list[str]]:
-    """The multi-word NPMI phrases of ``texts`` (a bounded sample of the collection), most frequent first."""
+    """The multi-word NPMI phrases of ``texts`` (a bounded sample of the collection), by count × (1 + NPMI)."""
     from contrastext.uctopic.candidates import NgramExtractor, NgramSettings
 
     sentences = [s.text for spans in _splitter().split_many(list(texts)) for s in spans]
