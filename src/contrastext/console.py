@@ -215,7 +215,7 @@ def _route_raylet_warnings() -> None:
 
 
 def _restore_raylet_printing() -> None:
-    import ray._private.worker as ray_worker  # private: undoes the wrapping above
+    import ray._private.worker as ray_worker  # private: puts back Ray's own print_to_stdstream, wrapped above
 
     wrapped = getattr(ray_worker.print_to_stdstream, "wrapped", None)
     if wrapped is not None:
@@ -235,9 +235,11 @@ def ray_logs_dir() -> str | None:
 
 def _dispatcher() -> Any:
     """Ray's dispatcher of the workers' output on the driver (a private part of Ray 2.x), or None."""
-    try:  # private, because the public log_to_driver keeps or drops every worker line, the job's and Ray's
-        from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher  # private: as above
-    except ImportError:
+    try:  # the public log_to_driver keeps or drops every worker line, the job's and Ray's alike
+        import ray._private.ray_logging as ray_logging  # private: Ray has no public per-line filter of worker output
+
+        dispatcher = ray_logging.global_worker_stdstream_dispatcher
+    except (ImportError, AttributeError):
         return None
     if not (hasattr(dispatcher, "add_handler") and hasattr(dispatcher, "remove_handler")):
         return None
