@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -257,7 +258,7 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
 
     def encode(model: str) -> np.ndarray:
         if model not in encoded:  # the start model's vectors serve both the choice of k and epoch 0
-            with storage.local_copy(model) if storage.is_uri(model) else _as_is(model) as folder:
+            with storage.local_copy(model) if storage.is_uri(model) else nullcontext(model) as folder:
                 encoded.clear()
                 encoded[model] = _encode(_load_encoder(str(folder), config), instances, config, "phrase instances")
         return encoded[model]
@@ -288,13 +289,12 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
     after, chosen_scores = _gold_row(epochs[-1]), _gold_row(chosen)
     extra_before = extra_after = None
     same_eval = config.evaluation.conll and config.evaluation.conll == settings.data.conll
-    if config.evaluation.conll and not same_eval:
-        if config.evaluation.before:
-            extra_before = entity_clustering(_load_encoder(config.model, config), config.evaluation, config)
-        with storage.local_copy(delivered) if storage.is_uri(delivered) else _as_is(delivered) as folder:
-            extra_after = entity_clustering(_load_encoder(str(folder), config), config.evaluation, config)
-    with storage.local_copy(delivered) if storage.is_uri(delivered) else _as_is(delivered) as folder:
+    if config.evaluation.conll and not same_eval and config.evaluation.before:
+        extra_before = entity_clustering(_load_encoder(config.model, config), config.evaluation, config)
+    with storage.local_copy(delivered) as folder:  # the published copy: a folder or a URI, never a spec
         tuned = _load_encoder(str(folder), config)
+        if config.evaluation.conll and not same_eval:
+            extra_after = entity_clustering(tuned, config.evaluation, config)
         _, mined = _mine_topics(tuned, instances, encode(chosen["model"]), topics.model_copy(update={"n_topics": k}),
                                 loaded.extractor, config.seed)
     topic_rows, quality = topic_report(mined, instances)
@@ -329,12 +329,6 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
                       topics=topic_rows)
     stage.mark_done()
     return summary
-
-
-def _as_is(folder: str):
-    from contextlib import nullcontext
-
-    return nullcontext(folder)
 
 
 def _ccl_pair_maker(config: UCTopicConfig, instances: Sequence[PhraseInstance], gold: Sequence[str] | None):

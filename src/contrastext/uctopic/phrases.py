@@ -324,7 +324,7 @@ def page_mentions(pages: pa.Table, min_sentence_words: int) -> pa.Table:
     """The link mentions of a batch of pages: ``sentence``, ``start``, ``end``, ``key``."""
     import pyarrow as pa
 
-    found = wiki_link_instances(pages.select(["text", "links"]).to_pylist(), _splitter(), min_sentence_words)
+    found = wiki_link_instances(pages.select(["text", "links"]).to_pylist(), sentence_splitter(), min_sentence_words)
     columns: dict[str, list] = {name: [] for name in _MENTION_COLUMNS}
     for inst in found:
         for name, value in zip(_MENTION_COLUMNS, _mention_identity(inst)):
@@ -374,7 +374,8 @@ def _pair_schema() -> pa.Schema:
 
 
 @functools.lru_cache(maxsize=1)
-def _splitter() -> OffsetSentenceSplitter:
+def sentence_splitter() -> OffsetSentenceSplitter:
+    """One splitter per process (loading spaCy's blank pipeline costs time)."""
     return OffsetSentenceSplitter()
 
 

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from contrastext.uctopic.phrases import OffsetSentenceSplitter
+from contrastext.uctopic.phrases import sentence_splitter
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -87,7 +87,8 @@ def _adjacent(sentence: str, left: tuple[int, int, str], right: tuple[int, int, 
     return bool(between) and between.isspace()
 
 
-def sentence_mentions(sentence: str, vocabulary: frozenset[tuple[str, ...]] | None, max_n: int = 3) -> list[tuple[int, int]]:
+def sentence_mentions(sentence: str, vocabulary: frozenset[tuple[str, ...]] | None,
+                      max_n: int = 3) -> list[tuple[int, int]]:
     """The named spans of a sentence, then its NPMI phrases (multi-word entries of ``vocabulary``) that do not
     overlap one, longest first."""
     from contrastext.uctopic.candidates import ngrams
@@ -109,16 +110,11 @@ def mention_key(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-@functools.lru_cache(maxsize=1)
-def _splitter() -> OffsetSentenceSplitter:
-    return OffsetSentenceSplitter()
-
-
 def document_mentions(texts: Sequence[str], vocabulary: frozenset[tuple[str, ...]] | None, *,
                       min_sentence_words: int = 4) -> Iterator[tuple[str, int, int, str]]:
     """(sentence, start, end, key) of every mention in the documents' sentences of at least
     ``min_sentence_words`` words."""
-    for sentences in _splitter().split_many(list(texts)):
+    for sentences in sentence_splitter().split_many(list(texts)):
         for sentence in sentences:
             if len(sentence.text.split()) < min_sentence_words:
                 continue
@@ -149,7 +145,7 @@ def fit_phrase_vocabulary(texts: Sequence[str], *, max_vocabulary: int = 5000, m
     """The multi-word NPMI phrases of ``texts`` (a bounded sample of the collection), by count × (1 + NPMI)."""
     from contrastext.uctopic.candidates import NgramExtractor, NgramSettings
 
-    sentences = [s.text for spans in _splitter().split_many(list(texts)) for s in spans]
+    sentences = [s.text for spans in sentence_splitter().split_many(list(texts)) for s in spans]
     fitted = NgramExtractor(NgramSettings(min_count=min_count, min_npmi=min_npmi,
                                           max_vocabulary=10 * max_vocabulary)).fit(sentences)
     multi = [list(gram) for gram in fitted.vocabulary if len(gram) > 1]
