@@ -110,6 +110,24 @@ SETS: dict[str, LabelSetSpec] = {
                              rename={"athletics": "Athletics", "cricket": "Cricket", "football": "Football",
                                      "rugby": "Rugby", "tennis": "Tennis"}),
 }
+#: sets made after the guard's rule was fixed, to test it on label sets it was not designed on: other subsets,
+#: another rare label, other prompt templates and names as the dataset writes them
+_NG_REC_SCI = [name for name in NG_READABLE if name.startswith(("rec.", "sci."))]
+_NG_COMP_TALK = [name for name in NG_READABLE if name.startswith(("comp.", "talk."))]
+_VITAL_SKEW_ORDER = [TOPICS[i] for i in np.random.default_rng(11).permutation(len(TOPICS))]
+UNSEEN_SETS: dict[str, LabelSetSpec] = {
+    "vital_rest": LabelSetSpec(vital_articles(), aliases=TOPIC_ALIASES, keep=TOPICS[6:]),
+    "vital_skewed": LabelSetSpec(vital_articles(), aliases=TOPIC_ALIASES,
+                                 shares=_geometric(_VITAL_SKEW_ORDER, 0.35, 0.02), pool_rows=600),
+    "agnews_sports_rare": LabelSetSpec(ag_news_test(), rename=AG_NAMES,
+                                       shares={"World": 0.42, "Business": 0.33, "Sci/Tech": 0.23, "Sports": 0.02}),
+    "20ng_rec_sci": LabelSetSpec(NG_SOURCE, rename=NG_READABLE, keep=_NG_REC_SCI),
+    "20ng_comp_talk": LabelSetSpec(NG_SOURCE, "A message about {label}", rename=NG_READABLE, keep=_NG_COMP_TALK),
+    "bbcsport_as_written": LabelSetSpec(TextSource(path="bbcsport/bbcsport.jsonl", text_columns=["text"],
+                                                   title_column="title", label_column="label"),
+                                        "This article is about {label}"),
+}
+SETS |= UNSEEN_SETS
 
 
 # ------------------------------------------------------------------------------------------- the texts
