@@ -62,7 +62,7 @@ def ag_news_setup() -> tuple[dict, object]:
     """The labels block (names, aliases, template) and the labelled AG News test set, as the config reads it."""
     from contrastext.config import load_config
     from contrastext.data.sources import load_texts
-    from contrastext.selftrain.config import WCSBertConfig
+    from contrastext.methods.wcsbert.config import WCSBertConfig
 
     if not (DATA_DIR / "ag_news" / "test.csv").is_file():
         raise SystemExit(f"benchmark needs {DATA_DIR / 'ag_news' / 'test.csv'} (set CONTRASTEXT_DATA)")

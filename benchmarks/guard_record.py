@@ -12,7 +12,7 @@ candidate. A candidate is a (round, head): round 0 is the untrained model; the h
 label's prompt vectors) and ``prototypes`` (the mean of each label's most confident pool items under that
 model). The signals, per candidate, on the trained pool and on the held-out part:
 
-- ``guard``: the shipped guard (``selftrain.guard``): kappa of the labels over round-0 neighbourhoods ×
+- ``guard``: the shipped guard (``methods.wcsbert.guard``): kappa of the labels over round-0 neighbourhoods ×
   the share of labels still nearest their own name; ``kappa0`` and ``anchored`` are its parts;
 - ``kappa_own``: kappa of the labels over the candidate model's own neighbourhoods;
 - ``agreement``: Cohen's kappa between the two heads' labels under the same model.
@@ -195,8 +195,8 @@ class Recorder:
     """Scores each candidate model: its heads' accuracy on the evaluation texts and the label-free signals."""
 
     def __init__(self, method, views: Views, encoder_0):
-        from contrastext.selftrain.guard import guard_reference
-        from contrastext.selftrain.scoring import embed_label_strings
+        from contrastext.methods.wcsbert.guard import guard_reference
+        from contrastext.methods.wcsbert.scoring import embed_label_strings
 
         self.method, self.views = method, views
         self.label_set = method.label_set_
@@ -213,10 +213,10 @@ class Recorder:
 
     def candidate(self, encoder) -> dict:
         from contrastext.clustering import nearest_neighbours
-        from contrastext.selftrain.guard import neighbour_kappa
-        from contrastext.selftrain.heads import LabelHead
-        from contrastext.selftrain.prototypes import label_prototypes, prototype_scores
-        from contrastext.selftrain.scoring import label_prompt_vectors
+        from contrastext.methods.wcsbert.guard import neighbour_kappa
+        from contrastext.methods.wcsbert.heads import LabelHead
+        from contrastext.methods.wcsbert.prototypes import label_prototypes, prototype_scores
+        from contrastext.methods.wcsbert.scoring import label_prompt_vectors
 
         prompt_head = LabelHead.from_prompts(encoder, self.label_set, self.method.prompts)
         embedded = {part: encoder.encode(getattr(self.views, part), batch_size=64)
@@ -247,8 +247,8 @@ class Recorder:
 def run_set(name: str, spec: LabelSetSpec, args: argparse.Namespace) -> dict:
     from contrastext.config import load_config
     from contrastext.methods.training import load_text_encoder
+    from contrastext.methods.wcsbert.config import WCSBertConfig
     from contrastext.pipelines.wcsbert import method_of
-    from contrastext.selftrain.config import WCSBertConfig
     from contrastext.zeroshot import LabelSet
 
     pool, evaluation = pool_and_eval(spec, spec.pool_rows or args.pool_rows, spec.pool_rows or args.eval_rows,
@@ -382,7 +382,7 @@ def accuracy_noise(records: list[dict]) -> float:
     return float(max(spreads)) if spreads else 0.0
 
 
-#: the rule the job ships (``selftrain.guard``: the prompt head's guard chooses the round, prototypes where
+#: the rule the job ships (``methods.wcsbert.guard``: the prompt head's guard chooses the round, prototypes where
 #: they beat it by more than PROTOTYPE_MARGIN), and the same guard with the prompt head only, for comparison
 SHIPPED = "guard (trained) round, prototypes if +0.05 (round 0) / +0.1 (trained)"
 #: the rule shipped before the second draw (seed 1) showed its trained-round margin too small

@@ -27,18 +27,18 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable, Iterator
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import ray  # noqa: F401 -- puts Ray's bundled psutil on the path
 import psutil  # noqa: I001
+import ray  # noqa: F401 -- puts Ray's bundled psutil on the path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synthetic_wiki import generate
@@ -49,7 +49,7 @@ TEACHERS = ("prompts", "prototypes")
 MIB = 1024 * 1024
 # the label-free guard of the rounds (where the pipeline has it): a reference after the pool encode,
 # a score after each round
-GUARDED = "guard" in __import__("contrastext.selftrain.config", fromlist=["RoundsConfig"]).RoundsConfig.model_fields
+GUARDED = "guard" in __import__("contrastext.methods.wcsbert.config", fromlist=["RoundsConfig"]).RoundsConfig.model_fields
 
 
 # ------------------------------------------------------------------------------------------- memory
@@ -270,10 +270,17 @@ def encoder_model(settings: ChainSettings, root: Path) -> str:
 def chain_config(corpus: dict[str, Any], model: str, run_root: Path, teacher: str, settings: ChainSettings):
     from contrastext.config import EncoderConfig, OutputConfig, ScalingSettings, TrainConfig
     from contrastext.data.sources import TextSource
-    from contrastext.selftrain.pseudo_labels import SelectionConfig
-    from contrastext.selftrain.config import (CorpusStageConfig, EncodeStageConfig, EvaluationConfig,
-                                              LabelsConfig, PoolConfig, PretrainConfig, RoundsConfig,
-                                              WCSBertConfig)
+    from contrastext.methods.wcsbert.config import (
+        CorpusStageConfig,
+        EncodeStageConfig,
+        EvaluationConfig,
+        LabelsConfig,
+        PoolConfig,
+        PretrainConfig,
+        RoundsConfig,
+        WCSBertConfig,
+    )
+    from contrastext.methods.wcsbert.pseudo_labels import SelectionConfig
 
     encoder = EncoderConfig(model=model, max_length=settings.max_length)
 

@@ -6,7 +6,7 @@
 Synthetic page embeddings (random directions, stored as float16 like ``encode_corpus`` writes them) are
 written once to ``.h5`` shards with a manifest. The scan is what a round runs before selecting pages:
 every page's cosine to each label's aliases (AG News style: the last label has two), its best alias and
-best label, then the pseudo-labels (``selftrain.pseudo_labels.select``). ``streaming`` reads the shards
+best label, then the pseudo-labels (``methods.wcsbert.pseudo_labels.select``). ``streaming`` reads the shards
 chunk by chunk (``scoring.scan_pool`` over ``H5Corpus.iter_chunks``: what ``score_pool`` does); ``in
 memory`` runs the same functions on the whole array, already loaded as float32. The figure is pages/s
 streaming over pages/s in memory (target ≥ 0.8). The shards are freshly written, so they are read from
@@ -22,12 +22,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from _common import write_result  # noqa: E402
+
 from contrastext.data.h5store import H5Corpus, write_shard  # noqa: E402
+from contrastext.methods.wcsbert.pseudo_labels import SelectionConfig, select  # noqa: E402
+from contrastext.methods.wcsbert.scoring import scan_pool  # noqa: E402
 from contrastext.report import format_table  # noqa: E402
-from contrastext.selftrain.pseudo_labels import SelectionConfig, select  # noqa: E402
-from contrastext.selftrain.scoring import scan_pool  # noqa: E402
 
 
 def write_pool(directory: Path, rows: int, dim: int, rows_per_shard: int, seed: int) -> np.ndarray:

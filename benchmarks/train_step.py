@@ -21,8 +21,8 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
-
 from _common import ag_news_rows, write_result  # noqa: E402
+
 from contrastext.config import EncoderConfig, OutputConfig, RayConfig, ScalingSettings, TrainConfig  # noqa: E402
 from contrastext.losses import MultipleNegativesRankingLoss  # noqa: E402
 from contrastext.models import DEFAULT_MODEL, TextEncoder  # noqa: E402
@@ -76,7 +76,7 @@ def ray_train(pairs: list[tuple[str, str]], batch_size: int, workers: int, max_l
                          batch_size=batch_size // workers, scaling=scaling, objective=objective,
                          checkpoint_every_steps=None, log_every_steps=log_every, shuffle_buffer_rows=0)
     if objective == "phrase":
-        from contrastext.uctopic.objective import PhraseObjective  # noqa: F401 -- registers the objective
+        from contrastext.methods.uctopic.objective import PhraseObjective  # noqa: F401 -- registers the objective
 
         rows = phrase_rows(pairs)
     else:

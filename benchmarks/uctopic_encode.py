@@ -17,12 +17,12 @@ import sys
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
-
 from _common import DATA_DIR, best_of, timed, write_result  # noqa: E402
+
+from contrastext.methods.uctopic.candidates import document_phrases  # noqa: E402
+from contrastext.methods.uctopic.encoder import PhraseEncoder  # noqa: E402
 from contrastext.models import DEFAULT_MODEL  # noqa: E402
 from contrastext.report import format_table  # noqa: E402
-from contrastext.uctopic.candidates import document_phrases  # noqa: E402
-from contrastext.uctopic.encoder import PhraseEncoder  # noqa: E402
 
 
 def main() -> None:

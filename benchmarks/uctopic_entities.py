@@ -9,7 +9,7 @@ The sets come from CoNLL-2003 (``../shared/data/ner/conll2003``): the test split
 job's defaults were first run on), the test and dev splits with MISC too, and slices of the train split's
 documents with other type subsets, so that a rule is not designed on one set. Each set is clustered with k =
 its number of types. Every rule's choice is read from the same epochs: ``start`` (no CCL), ``last`` and the
-label-free scores of ``contrastext.uctopic.ccl``. Results go to ``runs/benchmarks/<name>.json``.
+label-free scores of ``contrastext.methods.uctopic.ccl``. Results go to ``runs/benchmarks/<name>.json``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from _common import DATA_DIR, REPO_ROOT, write_result  # noqa: E402
+
 from contrastext.console import configure_console  # noqa: E402
 from contrastext.report import format_table  # noqa: E402
 
@@ -54,8 +55,8 @@ ENTITY_SETS = (
 
 def run_set(entity_set: EntitySet, args: argparse.Namespace, seed: int) -> dict:
     from contrastext.config import load_config
-    from contrastext.uctopic.config import UCTopicConfig
-    from contrastext.uctopic.job import run_uctopic
+    from contrastext.methods.uctopic.config import UCTopicConfig
+    from contrastext.pipelines.uctopic import run_uctopic
 
     documents = f"[{entity_set.documents[0]},{entity_set.documents[1]}]" if entity_set.documents else "null"
     overrides = [f"model={args.model}", f"seed={seed}", f"train.seed={seed}",
@@ -82,8 +83,8 @@ def run_set(entity_set: EntitySet, args: argparse.Namespace, seed: int) -> dict:
 
 
 def untrained_scores(config, model: str) -> dict[str, float]:
-    from contrastext.uctopic.encoder import PhraseEncoder
-    from contrastext.uctopic.job import entity_clustering
+    from contrastext.methods.uctopic.encoder import PhraseEncoder
+    from contrastext.pipelines.uctopic import entity_clustering
 
     data = config.finetune.data
     evaluation = config.evaluation.model_copy(update={

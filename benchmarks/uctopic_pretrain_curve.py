@@ -30,9 +30,9 @@ from contrastext.report import format_table  # noqa: E402
 def entity_scores(model: str, args: argparse.Namespace) -> dict[str, float]:
     """NMI of the model's entity clusters on each set."""
     from contrastext.config import load_config
-    from contrastext.uctopic.config import UCTopicConfig
-    from contrastext.uctopic.encoder import PhraseEncoder
-    from contrastext.uctopic.job import entity_clustering
+    from contrastext.methods.uctopic.config import UCTopicConfig
+    from contrastext.methods.uctopic.encoder import PhraseEncoder
+    from contrastext.pipelines.uctopic import entity_clustering
 
     encoder = None
     scores = {}
@@ -63,8 +63,8 @@ def main() -> None:
     if not CONLL.is_dir():
         sys.exit(f"benchmark needs {CONLL} (set CONTRASTEXT_DATA to the folder holding ner/conll2003/)")
     from contrastext.config import load_config
-    from contrastext.uctopic.config import UCTopicConfig
-    from contrastext.uctopic.job import run_uctopic
+    from contrastext.methods.uctopic.config import UCTopicConfig
+    from contrastext.pipelines.uctopic import run_uctopic
 
     batch = 64
     every_steps = max(1, args.every_pairs // batch)

@@ -40,9 +40,10 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from _common import DATA_DIR, REPO_ROOT, write_result  # noqa: E402
+
 from contrastext.config import load_config  # noqa: E402
+from contrastext.methods.wcsbert.config import WCSBertConfig  # noqa: E402
 from contrastext.report import format_table  # noqa: E402
-from contrastext.selftrain.config import WCSBertConfig  # noqa: E402
 
 DATASETS = {
     "agnews": REPO_ROOT / "configs" / "wcsbert_agnews_half.yaml",

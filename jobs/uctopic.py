@@ -8,7 +8,7 @@
 
 import sys
 
-from contrastext.uctopic.job import main
+from contrastext.pipelines.uctopic import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -19,7 +19,6 @@ from contrastext.config import (
 )
 from contrastext.models.resolve import DEFAULT_MODEL
 
-
 # --- defaults ---------------------------------------------------------------------------------------
 
 def test_train_config_defaults():
@@ -177,7 +176,7 @@ def test_a_partial_section_keeps_the_jobs_other_defaults_as_set_does(tmp_path):
 
 
 def test_a_free_mapping_in_the_file_replaces_the_default_one(tmp_path):
-    from contrastext.selftrain.config import WCSBertConfig
+    from contrastext.methods.wcsbert.config import WCSBertConfig
 
     # the job's default aliases belong to its default labels: a file's labels and aliases replace them whole
     config = load_config(WCSBertConfig, _write(tmp_path, "labels:\n  names: [Tennis, Golf]\n"
@@ -187,8 +186,8 @@ def test_a_free_mapping_in_the_file_replaces_the_default_one(tmp_path):
 
 
 def test_a_data_source_in_the_file_replaces_the_default_one(tmp_path):
+    from contrastext.methods.wcsbert.config import WCSBertConfig
     from contrastext.pipelines.supcon_classify import SupconClassifyConfig
-    from contrastext.selftrain.config import WCSBertConfig
 
     # another file's reader and columns must not meet the default dataset's (the Vital articles)
     config = load_config(WCSBertConfig, _write(tmp_path, "pool:\n  texts: {path: notes.jsonl}\n"))

@@ -10,7 +10,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import guard_record  # noqa: E402
 
-from contrastext.selftrain.guard import PROTOTYPE_MARGIN, TRAINED_PROTOTYPE_MARGIN  # noqa: E402
+from contrastext.methods.wcsbert.guard import PROTOTYPE_MARGIN, TRAINED_PROTOTYPE_MARGIN  # noqa: E402
 
 
 def test_each_page_is_its_summary_rendered():

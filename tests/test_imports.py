@@ -60,12 +60,12 @@ def test_the_package_names_are_the_classes_of_their_homes():
     import contrastext
     from contrastext.clustering import SphericalKMeans
     from contrastext.data.pair_builders import ShuffleDividePairs, TfidfNeighbourPairs
-    from contrastext.methods.negatives import BatchNegatives, OtherClusterNegatives
-    from contrastext.methods.shuffle_divide import ShuffleDivide
-    from contrastext.methods.supcon import SupConClassifier
-    from contrastext.methods.wcsbert import WCSBert
-    from contrastext.selftrain.teachers import PromptTeacher, PrototypeTeacher
-    from contrastext.uctopic.service import PhraseTopicModel
+    from contrastext.methods.shuffle_divide.model import ShuffleDivide
+    from contrastext.methods.shuffle_divide.negatives import BatchNegatives, OtherClusterNegatives
+    from contrastext.methods.supcon.model import SupConClassifier
+    from contrastext.methods.uctopic.model import PhraseTopicModel
+    from contrastext.methods.wcsbert.model import WCSBert
+    from contrastext.methods.wcsbert.teachers import PromptTeacher, PrototypeTeacher
 
     homes = {"WCSBert": WCSBert, "ShuffleDivide": ShuffleDivide, "SupConClassifier": SupConClassifier,
              "PhraseTopicModel": PhraseTopicModel, "PromptTeacher": PromptTeacher,

@@ -25,7 +25,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import REPO_ROOT
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -332,7 +331,7 @@ def _job_names() -> dict[str, str]:
         m = re.search(r'job_main\("(\w+)"\)', text)
         if m:
             names[path.stem] = m.group(1)
-        elif "from contrastext.uctopic.job import main" in text:
+        elif "from contrastext.pipelines.uctopic import main" in text:
             names[path.stem] = "uctopic"  # `jobs/uctopic.py STAGE ...`: the stage is a positional argument
     return names
 
@@ -476,7 +475,7 @@ def load_shipped_config(job: str, arguments: list[str], tmp_path: Path):
     arguments = list(arguments)
     stage = []
     if job == "uctopic" and arguments and not arguments[0].startswith("-"):
-        stage = [f"stage={arguments.pop(0)}"]  # as contrastext.uctopic.job.main does
+        stage = [f"stage={arguments.pop(0)}"]  # as contrastext.pipelines.uctopic.main does
     args = build_parser().parse_args([job, *arguments])
     assert not args.print_config
     config_path = None

@@ -10,7 +10,10 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SRC = REPO_ROOT / "src"
-METHOD_PACKAGES = ("contrastext.uctopic", "contrastext.selftrain", "contrastext.serve", "contrastext.pipelines")
+METHOD_PACKAGES = ("contrastext.methods", "contrastext.serve", "contrastext.pipelines")
+#: each method's home: its class (``model``), its config and its parts; its job is ``pipelines/<job>.py``
+METHOD_HOMES = {"wcsbert": "wcsbert", "shuffle_divide": "shuffle_divide", "supcon": "supcon_classify",
+                "uctopic": "uctopic"}
 
 
 def _module_name(path: Path) -> str:
@@ -81,9 +84,40 @@ def test_building_blocks_import_no_method_package_and_no_training(lower):
         assert not _imports_between(lower, upper)
 
 
-def test_selftrain_imports_no_pipeline():
-    """The pipelines compose self-training, not the other way round (shared layouts live in contrastext.data)."""
-    assert not _imports_between("contrastext.selftrain", "contrastext.pipelines")
+def test_methods_import_no_pipeline():
+    """The jobs compose the methods, not the other way round (shared layouts live in contrastext.data)."""
+    assert not _imports_between("contrastext.methods", "contrastext.pipelines")
+
+
+@pytest.mark.parametrize("method", sorted(METHOD_HOMES))
+def test_each_method_has_one_home_with_its_class_and_a_job(method):
+    modules = _modules()
+    assert f"contrastext.methods.{method}.model" in modules
+    assert f"contrastext.pipelines.{METHOD_HOMES[method]}" in modules
+
+
+def test_no_method_code_outside_its_home():
+    """A module named after a method, or one of the old homes, exists only under methods/<name>/ and its job;
+    losses keep one file each in contrastext.losses (a loss is a building block, as in sentence-transformers)."""
+    names = {*METHOD_HOMES, "selftrain", "uctopic", "shuffle_divide_epochs", "classify_settings", "negatives"}
+    jobs = {f"contrastext.pipelines.{job}" for job in METHOD_HOMES.values()}
+    outside = [module for module in _modules() if module not in jobs and not _inside(module, "contrastext.losses")
+               and not any(_inside(module, f"contrastext.methods.{method}") for method in METHOD_HOMES)
+               and names & set(module.split(".")[1:])]
+    assert outside == []
+
+
+def test_a_moved_module_names_its_new_home():
+    import importlib
+
+    from contrastext.moved import MOVED, new_home
+
+    for old, new in MOVED.items():
+        assert new in _modules(), new
+        with pytest.raises(ModuleNotFoundError) as failed:
+            importlib.import_module(old + ".teachers" if old.endswith("selftrain") else old)
+        missing = failed.value.name  # the old path, or the old package above it
+        assert _inside(old, missing) and f"{missing} moved to {new_home(missing)}" in str(failed.value)
 
 
 def _cycles(graph: dict[str, frozenset[str]]) -> list[list[str]]:
@@ -126,7 +160,7 @@ def test_cycle_finder_finds_a_cycle():
         == [["a", "b", "c"]]
 
 
-@pytest.mark.parametrize("pair", [("contrastext.train.objectives", "contrastext.uctopic.objective"),
+@pytest.mark.parametrize("pair", [("contrastext.train.objectives", "contrastext.methods.uctopic.objective"),
                                   ("contrastext.serve.app", "contrastext.serve.topics")])
 def test_former_cycles_stay_broken(pair):
     first, second = pair

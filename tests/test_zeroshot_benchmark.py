@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from contrastext.config import load_config
-from contrastext.selftrain.config import WCSBertConfig
+from contrastext.methods.wcsbert.config import WCSBertConfig
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))

@@ -6,6 +6,7 @@ The methods as classes (``contrastext.WCSBert``, ``ShuffleDivide``, ``SupConClas
 
 from __future__ import annotations
 
+from contrastext import moved
 from contrastext.lazy import lazy_attributes
 
 __version__ = "0.1.0"
@@ -16,3 +17,4 @@ __all__ = ["BatchNegatives", "OtherClusterNegatives", "PhraseTopicModel", "Promp
 
 # looked up in contrastext.methods on first use: every module imports from this package, so it imports none
 __getattr__, __dir__ = lazy_attributes(__name__, dict.fromkeys(__all__, "contrastext.methods"), globals(), __all__)
+moved.install()  # an old module path fails with an error that names its new home

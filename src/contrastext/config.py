@@ -109,7 +109,7 @@ class ClassifierConfig(Settings):
 class TrainConfig(Settings):
     objective: Literal["embedding", "classify", "phrase"] = Field(
         "embedding", description="embedding: pair or supcon loss on the encoder; classify: encoder + linear head; "
-                                 "phrase: span-pooled phrase pairs (contrastext.uctopic)")
+                                 "phrase: span-pooled phrase pairs (contrastext.methods.uctopic)")
     classifier: ClassifierConfig = Field(default_factory=ClassifierConfig)
     encoder: EncoderConfig = Field(default_factory=EncoderConfig)
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)

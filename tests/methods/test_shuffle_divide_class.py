@@ -9,7 +9,7 @@ import pytest
 from contrastext import ShuffleDivide
 from contrastext.config import LossConfig
 from contrastext.data.documents import shuffle_divide_pairs, split_units
-from contrastext.methods.shuffle_divide import default_shuffle_divide_train
+from contrastext.methods.shuffle_divide.model import default_shuffle_divide_train
 from contrastext.metrics.clustering import clustering_accuracy
 
 TOPICS = ("Sports", "Science", "Business")

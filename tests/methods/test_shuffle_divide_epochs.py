@@ -6,14 +6,14 @@ import math
 import numpy as np
 import pytest
 
-from contrastext.methods.negatives import BatchNegatives, OtherClusterNegatives
-from contrastext.methods.shuffle_divide_epochs import (
+from contrastext.methods.epochs import (
     chosen_epoch,
     run_epochs,
     score_epoch,
     stale_epochs,
     training_groups,
 )
+from contrastext.methods.shuffle_divide.negatives import BatchNegatives, OtherClusterNegatives
 
 
 class ScoredEpochs:

@@ -3,14 +3,14 @@ NT-Xent, and the job builds its method from the same parts."""
 
 import numpy as np
 import pytest
-
 from conftest import NEWS_DOCUMENTS
+
 from contrastext import ShuffleDivide
 from contrastext.config import LossConfig
 from contrastext.data.documents import shuffle_divide_pairs, split_units, tfidf_neighbours, tfidf_pairs
 from contrastext.data.pair_builders import PairBuilder, ShuffleDividePairs, TfidfNeighbourPairs
-from contrastext.methods.negatives import BatchNegatives, OtherClusterNegatives
-from contrastext.methods.shuffle_divide import default_shuffle_divide_train
+from contrastext.methods.shuffle_divide.model import default_shuffle_divide_train
+from contrastext.methods.shuffle_divide.negatives import BatchNegatives, OtherClusterNegatives
 from contrastext.pipelines.shuffle_divide import ShuffleDivideConfig, method_of
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from contrastext import SupConClassifier
-from contrastext.methods.classify_settings import default_classify_train
+from contrastext.methods.supcon.settings import default_classify_train
 from contrastext.metrics.clustering import silhouette
 
 VOCABULARY = {

@@ -3,8 +3,8 @@ model on held-out texts; the round-0 model is the plain zero-shot classifier; sa
 
 import numpy as np
 import pytest
-
 from conftest import AG_NEWS_ALIASES, AG_NEWS_LABELS, AG_NEWS_MAX_LENGTH, AG_NEWS_TEMPLATE
+
 from contrastext import WCSBert
 
 LABELS, ALIASES, TEMPLATE = AG_NEWS_LABELS, AG_NEWS_ALIASES, AG_NEWS_TEMPLATE
@@ -47,7 +47,7 @@ def test_round_zero_is_the_untrained_zero_shot_classifier(untrained, ag_news):
 def test_with_no_round_the_guard_chooses_the_untrained_models_head(untrained, ag_news):
     """rounds=0 with both heads: the guard scores the untrained model's prompts and its pool prototypes, and
     delivers the prototypes where they score clearly higher (on AG News they do, and are more accurate)."""
-    from contrastext.selftrain.guard import PROTOTYPE_MARGIN
+    from contrastext.methods.wcsbert.guard import PROTOTYPE_MARGIN
 
     pool, held_out, gold = ag_news
     chosen = WCSBert(rounds=0, template=TEMPLATE, max_length=AG_NEWS_MAX_LENGTH).fit(pool, LABELS, ALIASES)
@@ -128,7 +128,8 @@ def test_the_teacher_given_chooses_the_pseudo_labels(ray_session, tiny_encoder_d
     """The tiny random encoder's prompts put every text under one label; a keyword teacher spreads them, and
     the round keeps the items that teacher's scores select."""
     from conftest import NEWS_DOCUMENTS
-    from contrastext.selftrain.pseudo_labels import select
+
+    from contrastext.methods.wcsbert.pseudo_labels import select
 
     texts = NEWS_DOCUMENTS * 4
     labels = ["Football", "Finance", "Phones"]
@@ -144,7 +145,7 @@ def test_the_teacher_given_chooses_the_pseudo_labels(ray_session, tiny_encoder_d
     assert set(model.predict(texts)) <= set(labels)
 
     # the only head asked for is delivered: the prototypes of the kept model's labels, saved and loaded as such
-    from contrastext.selftrain.heads import saved_head
+    from contrastext.methods.wcsbert.heads import saved_head
 
     assert model.chosen_head_ == model.head.kind == model.history_[0]["head"] == "prototypes"
     loaded = WCSBert.load(model.save(tmp_path / "saved"))
@@ -191,8 +192,9 @@ def test_the_guard_rolls_back_a_round_that_makes_the_model_worse(ray_session, ne
     """A teacher that names every topic after the next one: the round learns the wrong names, its labels stop
     sitting nearest their own names, the guard falls and the round-0 model is kept; fitting stops there."""
     from conftest import NEWS_DOCUMENTS
+
     from contrastext.config import OptimizerConfig
-    from contrastext.selftrain.config import round_train
+    from contrastext.methods.wcsbert.config import round_train
 
     texts = NEWS_DOCUMENTS * 4
     shifted = KeywordTeacher(texts, NEWS_KEYWORDS[1:] + NEWS_KEYWORDS[:1])

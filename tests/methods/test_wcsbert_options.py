@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from contrastext import WCSBert
-from contrastext.selftrain.calibration import CalibrationConfig
+from contrastext.methods.wcsbert.calibration import CalibrationConfig
 
 LABELS = ["World", "Sports", "Business", "Tech"]
 TEMPLATES = ["A news article about {label}.", "{label}"]
@@ -47,13 +47,13 @@ def trained_rows(monkeypatch, tiny_encoder_dir):
         rows.configs.append(config)
         return SimpleNamespace(model_path=str(tiny_encoder_dir), steps=0)
 
-    monkeypatch.setattr("contrastext.methods.wcsbert.fit_rows", fit_rows)
+    monkeypatch.setattr("contrastext.methods.wcsbert.model.fit_rows", fit_rows)
     return rows
 
 
 def _fit(tiny_encoder_dir, tmp_path, **options) -> WCSBert:
     """A round of prompt pairs only, unless ``options`` ask for text pairs."""
-    from contrastext.selftrain.text_positives import TextPositivesConfig
+    from contrastext.methods.wcsbert.text_positives import TextPositivesConfig
 
     options.setdefault("text_positives", TextPositivesConfig(same_label=False))
     return WCSBert(str(tiny_encoder_dir), teacher=FixedTeacher(), rounds=1, guard=False, work_dir=tmp_path,
@@ -113,7 +113,7 @@ def test_wrong_options_are_refused():
 
 
 def test_text_positives_add_text_pairs_to_what_a_round_trains(trained_rows, tiny_encoder_dir, tmp_path):
-    from contrastext.selftrain.text_positives import TextPositivesConfig
+    from contrastext.methods.wcsbert.text_positives import TextPositivesConfig
 
     # every word of a text its own, so a span names the text it came from
     texts = [f"{text} " + " ".join(f"w{row}x{k}" for k in range(6)) for row, text in enumerate(TEXTS)]

@@ -4,10 +4,10 @@ folder that is gone once ``fit`` returns or fails."""
 import tempfile
 
 import pytest
-
 from conftest import NEWS_DOCUMENTS
+
 from contrastext import ShuffleDivide
-from contrastext.methods.shuffle_divide import default_shuffle_divide_train
+from contrastext.methods.shuffle_divide.model import default_shuffle_divide_train
 from contrastext.methods.training import work_folder
 
 PREFIX = "contrastext-shuffle-divide-"

@@ -133,7 +133,7 @@ def test_minilm_onnx_and_int8_against_torch():
 
 @pytest.mark.parametrize("mask", [False, True])
 def test_phrase_spans_pool_the_onnx_sessions_token_states_as_torch(tiny_encoder_dir, mask, monkeypatch):
-    from contrastext.uctopic.encoder import PhraseEncoder
+    from contrastext.methods.uctopic.encoder import PhraseEncoder
 
     sentence = "The central bank in Frankfurt raised interest rates on Tuesday."
     spans = [(sentence, 4, 16), (sentence, 25, 34), (sentence, 42, 56), ("Apple sells phones.", 0, 5)]

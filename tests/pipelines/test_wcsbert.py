@@ -7,14 +7,14 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from wcsbert_tiny import labelled_file, tiny_settings
 
 from contrastext.config import load_config
 from contrastext.data.sources import TextSource, load_texts
+from contrastext.methods.wcsbert.config import WCSBertConfig
 from contrastext.pipelines.wcsbert import run_wcsbert
-from contrastext.selftrain.config import WCSBertConfig
 from contrastext.stages import fingerprint
 from contrastext.vectors import unit_rows
-from wcsbert_tiny import labelled_file, tiny_settings
 
 
 @pytest.mark.ray

@@ -6,8 +6,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from contrastext.methods.wcsbert.config import PretrainConfig, WCSBertConfig
 from contrastext.pipelines.wcsbert import _dev_pages, pairs_left
-from contrastext.selftrain.config import PretrainConfig, WCSBertConfig
 
 
 def test_pairs_left_counts_the_pairs_of_pages_not_held_out(tmp_path):

@@ -13,14 +13,14 @@ from contextlib import redirect_stdout
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from wcsbert_tiny import labelled_file, news_rows, tiny_settings
 
 from contrastext import storage
 from contrastext.config import load_config
 from contrastext.data.samples import find_dump_sample
+from contrastext.methods.wcsbert.config import WCSBertConfig
 from contrastext.pipelines.wcsbert import run_wcsbert
-from contrastext.selftrain.config import WCSBertConfig
 from contrastext.vectors import unit_rows
-from wcsbert_tiny import labelled_file, news_rows, tiny_settings
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.multinode]
 

@@ -10,8 +10,8 @@ import pytest
 from contrastext.config import load_config
 from contrastext.data.sources import load_texts, vital_articles
 from contrastext.data.vital import TOPICS
+from contrastext.methods.wcsbert.config import WCSBertConfig
 from contrastext.pipelines.wcsbert import run_wcsbert
-from contrastext.selftrain.config import WCSBertConfig
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.integration]
 
@@ -55,7 +55,7 @@ def test_the_default_self_trains_on_one_half_evaluates_on_the_other_and_guards_i
     assert summary["chosen_round"] == max(range(3), key=lambda r: (guards[r], -r))
     # each model scored with both heads, the prompts' score its guard; prototypes delivered only if clearly
     # better, by a larger lead on a trained round than on the round-0 model
-    from contrastext.selftrain.guard import PROTOTYPE_MARGIN, TRAINED_PROTOTYPE_MARGIN
+    from contrastext.methods.wcsbert.guard import PROTOTYPE_MARGIN, TRAINED_PROTOTYPE_MARGIN
 
     for r, part in enumerate(parts):
         heads, margin = part["guard_heads"], TRAINED_PROTOTYPE_MARGIN if r else PROTOTYPE_MARGIN
@@ -101,7 +101,7 @@ def test_a_pool_too_small_for_the_labels_is_refused_before_training(ray_session,
 
 def test_with_no_round_the_guard_still_chooses_the_head_delivered(ray_session, tiny_encoder_dir, tmp_path):
     from contrastext import WCSBert
-    from contrastext.selftrain.guard import PROTOTYPE_MARGIN
+    from contrastext.methods.wcsbert.guard import PROTOTYPE_MARGIN
 
     summary = run_wcsbert(_config(tmp_path, tiny_encoder_dir, "rounds.rounds=0", "pretrain.enabled=false"))
     assert summary["rounds"] == [] and summary["chosen_round"] == 0

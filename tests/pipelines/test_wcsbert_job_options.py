@@ -10,11 +10,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from contrastext.config import load_config
+from contrastext.methods.wcsbert.calibration import calibrate, prior_shift
+from contrastext.methods.wcsbert.config import WCSBertConfig
+from contrastext.methods.wcsbert.pseudo_labels import select
+from contrastext.methods.wcsbert.scoring import score_pool
 from contrastext.pipelines.wcsbert import _scheme, run_wcsbert
-from contrastext.selftrain.calibration import calibrate, prior_shift
-from contrastext.selftrain.config import WCSBertConfig
-from contrastext.selftrain.pseudo_labels import select
-from contrastext.selftrain.scoring import score_pool
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -1,9 +1,9 @@
 """Which setting changes make a finished WC-SBERT round run again."""
 
 from contrastext.config import load_config
+from contrastext.methods.wcsbert.config import WCSBertConfig
+from contrastext.methods.wcsbert.text_positives import TextPositivesConfig
 from contrastext.pipelines.wcsbert import round_settings
-from contrastext.selftrain.config import WCSBertConfig
-from contrastext.selftrain.text_positives import TextPositivesConfig
 from contrastext.stages import as_json, setting_differences
 
 
@@ -23,9 +23,9 @@ def test_how_many_rounds_run_and_when_to_stop_do_not_change_a_finished_round():
 
 def test_the_job_pseudo_labels_and_trains_its_rounds_through_the_wcsbert_class():
     from contrastext.config import load_config
-    from contrastext.methods.wcsbert import WCSBert
+    from contrastext.methods.wcsbert.model import WCSBert
+    from contrastext.methods.wcsbert.teachers import PromptTeacher, PrototypeTeacher
     from contrastext.pipelines.wcsbert import method_of
-    from contrastext.selftrain.teachers import PromptTeacher, PrototypeTeacher
 
     config = load_config(WCSBertConfig, overrides=[
         "rounds.pseudo_labels=prototypes", "rounds.prototype_fraction=0.3", "rounds.prototype_iterations=2",

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from contrastext.predict.predictors import Predictor, model_kind
-
 from tests.conftest import NEWS_DOCUMENTS
 
 
@@ -32,7 +31,7 @@ def _close(a, b, tolerance):
 def test_a_supcon_classifiers_head_reads_the_onnx_embeddings(tiny_encoder_dir, tmp_path):
     import torch
 
-    from contrastext.methods.supcon import MANIFEST
+    from contrastext.methods.supcon.model import MANIFEST
     from contrastext.models.classifier import TextClassifier
 
     torch.manual_seed(0)

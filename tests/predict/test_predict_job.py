@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import AG_NEWS_LABELS, shared_data
+
 from contrastext.errors import InputError
 from contrastext.pipelines.predict import run_predict
 from contrastext.predict.config import PredictConfig
@@ -130,7 +130,7 @@ def test_embeddings_on_the_onnx_backend_equal_torch_and_the_summary_names_the_ba
 @pytest.mark.slow
 def test_shuffle_divide_clusters_bbcsport_through_predict_as_the_method_does(ray_session, tmp_path):
     from contrastext import ShuffleDivide
-    from contrastext.methods.shuffle_divide import default_shuffle_divide_train
+    from contrastext.methods.shuffle_divide.model import default_shuffle_divide_train
 
     texts, labels = _bbcsport(300)
     train = default_shuffle_divide_train().model_copy(update={"max_steps": 2, "batch_size": 16})

@@ -5,9 +5,9 @@ import pytest
 from pydantic import ValidationError
 from scipy.special import log_softmax
 
-from contrastext.selftrain.calibration import CalibrationConfig, argmax_counts, calibrate, prior_shift
-from contrastext.selftrain.pseudo_labels import SelectionConfig, select
-from contrastext.selftrain.pseudo_pairs import text_pairs
+from contrastext.methods.wcsbert.calibration import CalibrationConfig, argmax_counts, calibrate, prior_shift
+from contrastext.methods.wcsbert.pseudo_labels import SelectionConfig, select
+from contrastext.methods.wcsbert.pseudo_pairs import text_pairs
 from contrastext.zeroshot import LabelSet
 
 ON = CalibrationConfig(enabled=True, temperature=0.05)

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from contrastext.clustering import nearest_neighbours
+from contrastext.methods.wcsbert.config import WCSBertConfig
+from contrastext.methods.wcsbert.guard import anchored_share, guard_reference, neighbour_kappa, sample_positions
 from contrastext.pipelines.wcsbert import round_stop
-from contrastext.selftrain.config import WCSBertConfig
-from contrastext.selftrain.guard import anchored_share, guard_reference, neighbour_kappa, sample_positions
 
 
 def _clusters(n_per: int = 60, k: int = 4, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -107,8 +107,8 @@ def test_without_the_guard_the_last_round_is_kept_until_labels_settle():
 
 
 def test_the_round_0_model_is_scored_from_the_embeddings_the_guard_was_built_with(tiny_encoder_dir):
+    from contrastext.methods.wcsbert.guard import TextGuard
     from contrastext.models import TextEncoder
-    from contrastext.selftrain.guard import TextGuard
     from contrastext.zeroshot import LabelSet
 
     encoder = TextEncoder.from_pretrained(tiny_encoder_dir, max_length=32)
@@ -121,13 +121,13 @@ def test_the_round_0_model_is_scored_from_the_embeddings_the_guard_was_built_wit
         assert kept.scores[head].value == pytest.approx(again.scores[head].value, abs=1e-6)
     np.testing.assert_allclose(kept.heads["prototypes"].vectors, again.heads["prototypes"].vectors, atol=1e-5)
     # a trained model needs a larger lead of its prototypes to deliver them than the round-0 model does
-    from contrastext.selftrain.guard import PROTOTYPE_MARGIN, TRAINED_PROTOTYPE_MARGIN
+    from contrastext.methods.wcsbert.guard import PROTOTYPE_MARGIN, TRAINED_PROTOTYPE_MARGIN
 
     assert (kept.margin, again.margin) == (PROTOTYPE_MARGIN, TRAINED_PROTOTYPE_MARGIN)
 
 
 def test_the_prototypes_are_delivered_only_with_a_lead_larger_than_the_margin():
-    from contrastext.selftrain.guard import GuardScore, HeadScores
+    from contrastext.methods.wcsbert.guard import GuardScore, HeadScores
 
     def scores(prompts: float, prototypes: float, margin: float) -> HeadScores:
         return HeadScores({"prompts": GuardScore(prompts, 1.0), "prototypes": GuardScore(prototypes, 1.0)}, {}, margin)

@@ -5,8 +5,8 @@ score clearly better; a head is saved and loaded with its kind."""
 import numpy as np
 import pytest
 
-from contrastext.selftrain.guard import HeadScores, GuardScore, guard_fields, guard_reference
-from contrastext.selftrain.heads import LabelHead
+from contrastext.methods.wcsbert.guard import GuardScore, HeadScores, guard_fields, guard_reference
+from contrastext.methods.wcsbert.heads import LabelHead
 
 
 def _misnamed_clusters(seed: int = 0):

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from contrastext.selftrain.pool import iter_page_column, page_columns
+from contrastext.methods.wcsbert.pool import iter_page_column, page_columns
 
 
 def _pages(folder, files: int = 3, rows: int = 5):

@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from contrastext.methods.wcsbert.config import LabelsConfig, WCSBertConfig
+from contrastext.methods.wcsbert.pseudo_labels import PseudoLabels
+from contrastext.methods.wcsbert.pseudo_pairs import label_prompts, text_pairs
+from contrastext.methods.wcsbert.scoring import embed_label_strings, label_prompt_vectors, scan_pool
 from contrastext.models import TextEncoder
-from contrastext.selftrain.config import LabelsConfig, WCSBertConfig
-from contrastext.selftrain.pseudo_labels import PseudoLabels
-from contrastext.selftrain.pseudo_pairs import label_prompts, text_pairs
-from contrastext.selftrain.scoring import embed_label_strings, label_prompt_vectors, scan_pool
 from contrastext.zeroshot import LabelSet, ZeroShotClassifier, validate_templates
 
 TEMPLATES = ["{label}", "A news article about {label}.", "This topic is talk about {label}"]

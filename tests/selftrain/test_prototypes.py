@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 
 from contrastext.data.h5store import write_shard
-from contrastext.pipelines.wcsbert import _pretrained_model_is_used
-from contrastext.selftrain.config import PretrainConfig
-from contrastext.selftrain.prototypes import (
+from contrastext.methods.wcsbert.config import PretrainConfig
+from contrastext.methods.wcsbert.prototypes import (
     PoolEmbeddings,
     classify_by_prototypes,
     label_prototypes,
@@ -16,7 +15,8 @@ from contrastext.selftrain.prototypes import (
     prototype_scores,
     refine_prototypes,
 )
-from contrastext.selftrain.pseudo_labels import SelectionConfig, select
+from contrastext.methods.wcsbert.pseudo_labels import SelectionConfig, select
+from contrastext.pipelines.wcsbert import _pretrained_model_is_used
 
 
 def _unit(x):

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from contrastext.selftrain.pseudo_labels import SelectionConfig, confidences, select
+from contrastext.methods.wcsbert.pseudo_labels import SelectionConfig, confidences, select
 
 
 def test_margin_and_similarity_confidence():
@@ -64,7 +64,7 @@ def test_bad_settings_are_rejected(bad):
 
 
 def test_label_prototypes_are_the_confident_members_means():
-    from contrastext.selftrain.prototypes import classify_by_prototypes, label_prototypes
+    from contrastext.methods.wcsbert.prototypes import classify_by_prototypes, label_prototypes
 
     rng = np.random.default_rng(1)
     centres = np.eye(3, 8, dtype=np.float32)
@@ -84,7 +84,7 @@ def test_label_prototypes_are_the_confident_members_means():
 
 
 def test_best_labels_in_chunks_match_the_whole_matrix_and_use_a_small_label_type():
-    from contrastext.selftrain.pseudo_labels import best_labels, confidences
+    from contrastext.methods.wcsbert.pseudo_labels import best_labels, confidences
 
     scores = np.random.default_rng(3).normal(size=(1003, 5)).astype(np.float32)
     for kind in ("margin", "similarity"):
@@ -98,7 +98,7 @@ def test_best_labels_in_chunks_match_the_whole_matrix_and_use_a_small_label_type
 def test_select_holds_no_pool_sized_int64_or_copy_of_the_scores():
     import tracemalloc
 
-    from contrastext.selftrain.pseudo_labels import SelectionConfig, select
+    from contrastext.methods.wcsbert.pseudo_labels import SelectionConfig, select
 
     n, labels = 400_000, 4
     scores = np.random.default_rng(0).random((n, labels), dtype=np.float32)

@@ -5,8 +5,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from contrastext.selftrain.pseudo_labels import PseudoLabels
-from contrastext.selftrain.pseudo_pairs import category_pairs, text_pairs
+from contrastext.methods.wcsbert.pseudo_labels import PseudoLabels
+from contrastext.methods.wcsbert.pseudo_pairs import category_pairs, text_pairs
 from contrastext.zeroshot import LabelSet
 
 LABELS = LabelSet(("Sports", "Sci/Tech"), (("Sports",), ("Science", "Technology")))
@@ -45,7 +45,7 @@ def _category_pairs_by_counters(categories, pseudo, label_set, template, max_pai
     """The per-category counter formulation, pages read in order of confidence (the reference)."""
     from collections import Counter, defaultdict
 
-    from contrastext.selftrain.pseudo_pairs import PseudoPairs, prompt_for
+    from contrastext.methods.wcsbert.pseudo_pairs import PseudoPairs, prompt_for
 
     votes, aliases, first_seen = defaultdict(Counter), defaultdict(Counter), {}
     kept = pseudo.kept[np.argsort(-pseudo.confidence[pseudo.kept], kind="stable")]
@@ -104,9 +104,9 @@ def test_ray_data_pairs_equal_the_one_process_pairs(ray_session, tmp_path, monke
     """Pages in three files met in any order, votes reduced in four buckets of categories by Ray's workers
     (never by this process: the tally grows with the pool): the same pairs, per-label counts and conflicts as
     ``category_pairs``, labels mixed through the file."""
-    from contrastext.selftrain import category_votes
-    from contrastext.selftrain.category_votes import write_category_pairs
-    from contrastext.selftrain.pseudo_pairs import label_prompts
+    from contrastext.methods.wcsbert import category_votes
+    from contrastext.methods.wcsbert.category_votes import write_category_pairs
+    from contrastext.methods.wcsbert.pseudo_pairs import label_prompts
 
     categories, pseudo = _random_pool()
     expected_pairs = {cap: category_pairs(categories, pseudo, LABELS, T, cap) for cap in (None, 5)}
@@ -132,7 +132,7 @@ def test_ray_data_pairs_equal_the_one_process_pairs(ray_session, tmp_path, monke
 
 
 def test_categories_are_counted_per_page_once_at_their_first_place():
-    from contrastext.selftrain.category_votes import KeptPages, page_votes
+    from contrastext.methods.wcsbert.category_votes import KeptPages, page_votes
 
     pseudo = _pseudo([1, 0], [0.5, 0.9], [1, 0], kept=[0, 1])
     kept = KeptPages.of(np.asarray([10, 20]), pseudo, n_labels=2, n_aliases=2)

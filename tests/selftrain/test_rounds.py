@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from contrastext.selftrain.guard import GuardScore, HeadScores
-from contrastext.selftrain.heads import LabelHead
-from contrastext.selftrain.rounds import run_rounds
-from contrastext.selftrain.stopping import RoundStop
+from contrastext.methods.wcsbert.guard import GuardScore, HeadScores
+from contrastext.methods.wcsbert.heads import LabelHead
+from contrastext.methods.wcsbert.rounds import run_rounds
+from contrastext.methods.wcsbert.stopping import RoundStop
 
 
 def _head(kind: str, model: str) -> LabelHead:

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from contrastext.data.h5store import write_shard
+from contrastext.methods.wcsbert.scoring import changed_share, scan_pool, score_pool
 from contrastext.models import TextEncoder
-from contrastext.selftrain.scoring import changed_share, scan_pool, score_pool
 from contrastext.zeroshot import ZeroShotClassifier
 
 ATTRS = {"dimension": 32, "model": "tiny", "max_words": 200}

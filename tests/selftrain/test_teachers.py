@@ -4,8 +4,8 @@ items the prompts mislabel when the pool's own clusters say otherwise."""
 import numpy as np
 import pytest
 
-from contrastext.selftrain.prototypes import label_prototypes, prototype_scores
-from contrastext.selftrain.teachers import PromptTeacher, PrototypeTeacher
+from contrastext.methods.wcsbert.prototypes import label_prototypes, prototype_scores
+from contrastext.methods.wcsbert.teachers import PromptTeacher, PrototypeTeacher
 
 
 def _pool():

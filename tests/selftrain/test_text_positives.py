@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from contrastext.config import load_config
-from contrastext.selftrain.config import WCSBertConfig
-from contrastext.selftrain.pseudo_labels import PseudoLabels
-from contrastext.selftrain.text_positives import TextPositivesConfig, text_positive_pairs, two_crops
+from contrastext.methods.wcsbert.config import WCSBertConfig
+from contrastext.methods.wcsbert.pseudo_labels import PseudoLabels
+from contrastext.methods.wcsbert.text_positives import TextPositivesConfig, text_positive_pairs, two_crops
 
 TEXTS = [" ".join(f"w{i}_{j}" for j in range(10 + i)) for i in range(8)] + ["too short to crop"]
 LABEL = np.array([0, 0, 0, 1, 1, 2, 0, 1, 0], dtype=np.int16)

@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import requests
-
-from contrastext.models import TextEncoder
-from contrastext.serve.config import ServeConfig
-from contrastext.uctopic.service import PhraseTopicModel
-from contrastext.zeroshot import ZeroShotClassifier
 from conftest import NEWS_DOCUMENTS
 from serve_harness import free_port, running_app
+
+from contrastext.methods.uctopic.model import PhraseTopicModel
+from contrastext.models import TextEncoder
+from contrastext.serve.config import ServeConfig
+from contrastext.zeroshot import ZeroShotClassifier
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

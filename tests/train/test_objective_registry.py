@@ -38,6 +38,6 @@ def test_an_unregistered_objective_is_a_clear_error(monkeypatch):
 
 def test_the_phrase_objective_registers_itself_on_import():
     code = ("from contrastext.train import OBJECTIVES\nassert 'phrase' not in OBJECTIVES\n"
-            "from contrastext.uctopic.objective import PhraseObjective\nassert OBJECTIVES['phrase'] is PhraseObjective\n")
+            "from contrastext.methods.uctopic.objective import PhraseObjective\nassert OBJECTIVES['phrase'] is PhraseObjective\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from contrastext.methods.shuffle_divide_epochs import run_epochs
-from contrastext.uctopic.ccl import CCLEpochs, mention_masked_sentences
-from contrastext.uctopic.phrases import PhraseInstance
+from contrastext.methods.epochs import run_epochs
+from contrastext.methods.uctopic.ccl import CCLEpochs, mention_masked_sentences
+from contrastext.methods.uctopic.phrases import PhraseInstance
 
 CONTEXTS = {  # each type's mentions occur in sentences of its own words
     "PER": "{} said on Tuesday that the coach and the striker would sign",
@@ -92,7 +92,7 @@ def test_the_context_leaves_the_mention_out():
 
 
 def test_anchored_discounts_by_the_share_kept_in_the_start_space():
-    from contrastext.uctopic.ccl import anchored
+    from contrastext.methods.uctopic.ccl import anchored
 
     assert anchored(0.2, 0.05, 0.1) == pytest.approx(0.1)  # half the start's silhouette kept
     assert anchored(0.2, 0.15, 0.1) == pytest.approx(0.2)  # more than kept: no bonus

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contrastext.uctopic.phrases import ConllStats, read_conll_entities
+from contrastext.methods.uctopic.phrases import ConllStats, read_conll_entities
 
 TAB_SEPARATED = (
     "show\tO\n"

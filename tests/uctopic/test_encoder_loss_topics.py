@@ -5,11 +5,11 @@ import pytest
 import torch
 
 from contrastext.clustering import KMeansResult
-from contrastext.uctopic.encoder import PHRASE_CONFIG, PhraseEncoder
-from contrastext.uctopic.loss import PhraseContrastiveLoss
-from contrastext.uctopic.metrics import SentenceTfidf, word_diversity
-from contrastext.uctopic.phrases import PhraseInstance
-from contrastext.uctopic.topics import ccl_pairs, ccl_pseudo_labels, phrase_topics, topic_distributions
+from contrastext.methods.uctopic.encoder import PHRASE_CONFIG, PhraseEncoder
+from contrastext.methods.uctopic.loss import PhraseContrastiveLoss
+from contrastext.methods.uctopic.metrics import SentenceTfidf, word_diversity
+from contrastext.methods.uctopic.phrases import PhraseInstance
+from contrastext.methods.uctopic.topics import ccl_pairs, ccl_pseudo_labels, phrase_topics, topic_distributions
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +135,7 @@ def test_informativeness_and_diversity():
 
 
 def test_ccl_pairs_by_topic_join_different_mentions_of_one_pseudo_label():
-    from contrastext.uctopic.topics import PseudoLabels
+    from contrastext.methods.uctopic.topics import PseudoLabels
 
     instances = _instances(["a", "a", "b", "c", "d"])
     labels = PseudoLabels(np.array([0, 0, 0, 1, 1]), central=5, labelled_mentions=4)

@@ -3,13 +3,13 @@
 import json
 
 import pytest
+from uctopic_data import conll_text, pages_jsonl
 
 from contrastext import storage
 from contrastext.config import load_config
-from contrastext.uctopic.config import UCTopicConfig
-from contrastext.uctopic.job import finished_summary, run_uctopic, training_stage
-from contrastext.uctopic.mlm import MLM_HEAD_WEIGHTS
-from uctopic_data import conll_text, pages_jsonl
+from contrastext.methods.uctopic.config import UCTopicConfig
+from contrastext.methods.uctopic.mlm import MLM_HEAD_WEIGHTS
+from contrastext.pipelines.uctopic import finished_summary, run_uctopic, training_stage
 
 TOPIC_TEXTS = {"sport": "The striker scored a late goal and the football club won the league title.",
                "money": "The central bank raised interest rates and the stock market fell sharply.",

@@ -5,13 +5,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from uctopic_data import conll_text, pages_jsonl
 
 from contrastext.config import load_config
-from contrastext.uctopic.config import PhraseSource, UCTopicConfig
-from contrastext.uctopic.encoder import PhraseEncoder
-from contrastext.uctopic.job import main, run_uctopic
-from contrastext.uctopic.mlm import MLM_HEAD_WEIGHTS
-from uctopic_data import conll_text, pages_jsonl
+from contrastext.methods.uctopic.config import PhraseSource, UCTopicConfig
+from contrastext.methods.uctopic.encoder import PhraseEncoder
+from contrastext.methods.uctopic.mlm import MLM_HEAD_WEIGHTS
+from contrastext.pipelines.uctopic import main, run_uctopic
+
 
 def _conll(path: Path) -> Path:
     path.write_text(conll_text())

@@ -4,10 +4,9 @@ import pytest
 import torch
 
 from contrastext.config import EncoderConfig, LossConfig, TrainConfig
-from contrastext.uctopic.encoder import PhraseEncoder
-from contrastext.uctopic.mlm import (IGNORE_INDEX, MLM_HEAD_WEIGHTS, MLMSettings, PhraseModelWithMLM,
-                                     mask_tokens)
-from contrastext.uctopic.objective import PhraseObjective
+from contrastext.methods.uctopic.encoder import PhraseEncoder
+from contrastext.methods.uctopic.mlm import IGNORE_INDEX, MLM_HEAD_WEIGHTS, MLMSettings, PhraseModelWithMLM, mask_tokens
+from contrastext.methods.uctopic.objective import PhraseObjective
 
 SENTENCE = "John Smith met officials from Reuters in Paris on Monday ."
 
@@ -108,7 +107,7 @@ def test_bad_mlm_settings_are_refused(tiny_encoder_dir):
     with pytest.raises(ValueError, match="mlm_weight"):
         PhraseObjective(_config(tiny_encoder_dir, mlm_weight=-1))
     from contrastext.config import load_config
-    from contrastext.uctopic.config import UCTopicConfig
+    from contrastext.methods.uctopic.config import UCTopicConfig
 
     with pytest.raises(ValueError, match="mlm_head_lr"):
         load_config(UCTopicConfig, None, ["train.loss.params.mlm_weight=0.1", "train.loss.params.mlm_head_lr=0"])

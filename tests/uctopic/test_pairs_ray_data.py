@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from contrastext.uctopic.config import PretrainSettings
-from contrastext.uctopic.phrases import positive_pair_dataset, positive_pairs, wiki_link_instances
-from contrastext.uctopic.sources import wiki_pages_dataset
+from contrastext.methods.uctopic.config import PretrainSettings
+from contrastext.methods.uctopic.phrases import positive_pair_dataset, positive_pairs, wiki_link_instances
+from contrastext.methods.uctopic.sources import wiki_pages_dataset
 
 pytestmark = pytest.mark.ray
 

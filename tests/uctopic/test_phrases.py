@@ -5,9 +5,22 @@ import random
 
 import pytest
 
-from contrastext.uctopic.candidates import NgramExtractor, NgramSettings, available_spacy_model, document_phrases
-from contrastext.uctopic.phrases import (ConllStats, OffsetSentenceSplitter, PairStats, PhraseInstance,
-                                         pair_row, positive_pairs, read_conll_entities, wiki_link_instances)
+from contrastext.methods.uctopic.candidates import (
+    NgramExtractor,
+    NgramSettings,
+    available_spacy_model,
+    document_phrases,
+)
+from contrastext.methods.uctopic.phrases import (
+    ConllStats,
+    OffsetSentenceSplitter,
+    PairStats,
+    PhraseInstance,
+    pair_row,
+    positive_pairs,
+    read_conll_entities,
+    wiki_link_instances,
+)
 
 CONLL = """-DOCSTART- -X- O O
 

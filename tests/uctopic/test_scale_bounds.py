@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from uctopic_data import peak_traced_bytes
 
-from contrastext.uctopic import sources
-from contrastext.uctopic.config import PretrainSettings
-from contrastext.uctopic.phrases import PairStats, PhraseInstance, positive_pairs
-from contrastext.uctopic.sources import iter_wiki_pages
+from contrastext.methods.uctopic import sources
+from contrastext.methods.uctopic.config import PretrainSettings
+from contrastext.methods.uctopic.phrases import PairStats, PhraseInstance, positive_pairs
+from contrastext.methods.uctopic.sources import iter_wiki_pages
 
 _FILLER = "The river runs past the old mill and the long bridge near the town square. " * 4
 

@@ -2,10 +2,9 @@
 
 import numpy as np
 import pytest
-
 from conftest import NEWS_DOCUMENTS
-from contrastext.uctopic.service import MinedTopic, PhraseOccurrence, PhraseTopicModel, TopicsResult
 
+from contrastext.methods.uctopic.model import MinedTopic, PhraseOccurrence, PhraseTopicModel, TopicsResult
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,8 @@
 
 import pytest
 
-from contrastext.uctopic.phrases import PhraseInstance, group_pairs
-from contrastext.uctopic.text_mentions import document_mentions, fit_phrase_vocabulary, named_spans
+from contrastext.methods.uctopic.phrases import PhraseInstance, group_pairs
+from contrastext.methods.uctopic.text_mentions import document_mentions, fit_phrase_vocabulary, named_spans
 
 DOCUMENTS = [
     "Manchester United beat Arsenal at Old Trafford on Sunday. The Bank of England kept its rate unchanged.",

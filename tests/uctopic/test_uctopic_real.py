@@ -4,10 +4,10 @@ import json
 from collections import Counter
 
 import pytest
-
 from conftest import shared_data, wikipedia_sample
+
 from contrastext.data.samples import DEFAULT_SAMPLE
-from contrastext.uctopic.phrases import ConllStats, positive_pairs, read_conll_entities, wiki_link_instances
+from contrastext.methods.uctopic.phrases import ConllStats, positive_pairs, read_conll_entities, wiki_link_instances
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +39,7 @@ def test_wikipedia_links_give_masked_positive_pairs():
 
 @pytest.fixture(scope="module")
 def minilm():
-    from contrastext.uctopic.service import PhraseTopicModel
+    from contrastext.methods.uctopic.model import PhraseTopicModel
 
     return PhraseTopicModel.load("bundled:minilm", max_length=64)
 

@@ -2,7 +2,7 @@
 
 A pair builder is prepared once on the training texts (``prepare`` returns what it found, for the report),
 then gives each epoch's pairs, ``{anchor, positive, id}`` (and ``group`` when groups are given, for
-``contrastext.methods.negatives``). ``ShuffleDivide`` takes any object with these two methods; the
+``contrastext.methods.shuffle_divide.negatives``). ``ShuffleDivide`` takes any object with these two methods; the
 ``shuffle_divide`` job picks one of the two below by its ``pair_method``.
 
     ShuffleDividePairs("sentence")   # the paper's: a document's shuffled units cut in half, fresh every epoch

@@ -20,11 +20,10 @@ into document-specific clumps.
 
 from __future__ import annotations
 
-from functools import cached_property
-
 import shutil
 import tempfile
 import time
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,9 +38,7 @@ from contrastext.data.pair_builders import ShuffleDividePairs, TfidfNeighbourPai
 from contrastext.data.paths import DATA_ENV
 from contrastext.data.sources import LabelledTexts, TextSource, load_texts, locate
 from contrastext.manifest import write_json_atomic, write_manifest
-from contrastext.methods.negatives import BatchNegatives, OtherClusterNegatives
-from contrastext.methods.shuffle_divide import default_shuffle_divide_train, save_clusters
-from contrastext.methods.shuffle_divide_epochs import (
+from contrastext.methods.epochs import (
     EpochsOutcome,
     SelectBy,
     best_epoch,
@@ -50,9 +47,10 @@ from contrastext.methods.shuffle_divide_epochs import (
     stale_epochs,
     training_groups,
 )
+from contrastext.methods.shuffle_divide.model import default_shuffle_divide_train, save_clusters
+from contrastext.methods.shuffle_divide.negatives import BatchNegatives, OtherClusterNegatives
 from contrastext.report import format_table
 from contrastext.stages import Stage, Timings, say
-
 
 JOB = "shuffle_divide"
 _SCORE_KEYS = ("silhouette", "tfidf_silhouette", "acc", "nmi", "ami")
@@ -144,7 +142,7 @@ def _fit_dir(run_dir: Path | str, epoch: int) -> str:
 def method_of(config: ShuffleDivideConfig, k: int):
     """The job's ``ShuffleDivide``: its pair builder, negatives rule and k-means from the config. The job
     drives it an epoch at a time (each epoch's outputs kept, so a stopped run resumes)."""
-    from contrastext.methods.shuffle_divide import ShuffleDivide
+    from contrastext.methods.shuffle_divide.model import ShuffleDivide
 
     seed = config.train.seed
     pairs = (TfidfNeighbourPairs(chunk_rows=config.tfidf_chunk_rows) if config.pair_method == "tfidf"

@@ -26,7 +26,7 @@ from contrastext.config import OutputConfig, RayConfig, Settings, TrainConfig
 from contrastext.data.paths import DATA_ENV
 from contrastext.data.sources import TextSource, describe, load_texts, locate
 from contrastext.manifest import write_json_atomic, write_manifest
-from contrastext.methods.classify_settings import ClassifyLoss, default_classify_train
+from contrastext.methods.supcon.settings import ClassifyLoss, default_classify_train
 from contrastext.report import format_table
 from contrastext.stages import Stage, Timings
 
@@ -243,7 +243,7 @@ def load_labelled_data(config: LabelledTextData) -> LabelledData:
 def variant_model(config: SupconClassifyConfig, variant: VariantConfig, start_model: str | None):
     """The variant as a ``SupConClassifier``: the job's train block with what the variant sets (loss, head
     options, epochs, rates), from ``start_model`` (an earlier variant's) or the job's encoder."""
-    from contrastext.methods.supcon import SupConClassifier
+    from contrastext.methods.supcon.model import SupConClassifier
 
     return SupConClassifier(start_model or config.train.encoder.model, **variant.loss.model_dump(),
                             epochs=variant.epochs, lr=variant.lr, head_lr=variant.head_lr,

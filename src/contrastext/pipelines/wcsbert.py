@@ -20,8 +20,8 @@ inside themselves.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,31 +31,30 @@ import pyarrow as pa
 
 from contrastext import storage
 from contrastext.config import OutputConfig
-from contrastext.data.sources import LabelledTexts, describe, load_texts
 from contrastext.data.paths import data_root
+from contrastext.data.sources import LabelledTexts, describe, load_texts
 from contrastext.evaluators.zeroshot_accuracy import LabelScheme, ZeroShotEvaluator, ZeroShotResult
 from contrastext.manifest import write_json_atomic, write_manifest
-from contrastext.report import format_table
-from contrastext.runtime import init_ray
-from contrastext.selftrain.config import PretrainConfig, WCSBertConfig
-from contrastext.selftrain.guard import TRAINED_PROTOTYPE_MARGIN, guard_fields, guard_text
-from contrastext.selftrain.heads import head_kind
-from contrastext.selftrain.prototypes import (
+from contrastext.methods.wcsbert.category_votes import PairsWritten, write_category_pairs
+from contrastext.methods.wcsbert.config import PretrainConfig, WCSBertConfig
+from contrastext.methods.wcsbert.guard import TRAINED_PROTOTYPE_MARGIN, guard_fields, guard_text
+from contrastext.methods.wcsbert.heads import head_kind
+from contrastext.methods.wcsbert.prototypes import (
     classify_by_prototypes,
     label_prototypes,
     pool_embeddings,
     refine_prototypes,
 )
-from contrastext.selftrain.category_votes import PairsWritten, write_category_pairs
-from contrastext.selftrain.pseudo_pairs import PseudoPairs, label_prompts, text_pairs
-from contrastext.selftrain.scoring import changed_share, embed_label_strings, label_prompt_vectors, score_pool
-from contrastext.selftrain.rounds import RoundsOutcome, run_rounds
-from contrastext.selftrain.stopping import RoundStop
-from contrastext.selftrain.teachers import PrototypeTeacher
-from contrastext.selftrain.text_positives import TextPositivesConfig, combined
+from contrastext.methods.wcsbert.pseudo_pairs import PseudoPairs, label_prompts, text_pairs
+from contrastext.methods.wcsbert.rounds import RoundsOutcome, run_rounds
+from contrastext.methods.wcsbert.scoring import changed_share, embed_label_strings, label_prompt_vectors, score_pool
+from contrastext.methods.wcsbert.stopping import RoundStop
+from contrastext.methods.wcsbert.teachers import PrototypeTeacher
+from contrastext.methods.wcsbert.text_positives import TextPositivesConfig, combined
+from contrastext.report import format_table
+from contrastext.runtime import init_ray
 from contrastext.stages import Stage, Timings, fingerprint, say
 from contrastext.vectors import unit_rows
-
 
 # ---------------------------------------------------------------------------------------- stage state
 # how many rounds to run and when to stop do not change what a finished round made
@@ -85,8 +84,8 @@ def method_of(config: WCSBertConfig):
     """The job's ``WCSBert``: its teacher, calibration, selection, prompts and a round's training from the
     config. The job runs each round's pseudo-labelling and training through it, around the pool on ``.h5``
     shards and the pairs that Ray Data writes (the class holds its texts in memory)."""
-    from contrastext.methods.wcsbert import WCSBert
-    from contrastext.selftrain.teachers import PromptTeacher
+    from contrastext.methods.wcsbert.model import WCSBert
+    from contrastext.methods.wcsbert.teachers import PromptTeacher
 
     rounds = config.rounds
     teacher = (PrototypeTeacher(fraction=rounds.prototype_fraction, iterations=rounds.prototype_iterations)
@@ -228,7 +227,7 @@ def _dev_pages(config: WCSBertConfig, pages_dir: str) -> tuple[list[str], list[l
     The candidates are chosen by id and categories alone; only the chosen pages' texts are read.
     """
     from contrastext.evaluators.category_retrieval import first_words
-    from contrastext.selftrain.pool import iter_pages, page_columns
+    from contrastext.methods.wcsbert.pool import iter_pages, page_columns
 
     pre = config.pretrain
     # ids only, 8 bytes each: the candidates are a fifth of all pages, their category lists would grow with
@@ -333,7 +332,7 @@ MIN_POOL_TEXTS_PER_LABEL = 5
 
 
 def _pool_pages(config: WCSBertConfig, run: str, root: Path) -> tuple[str, int]:
-    from contrastext.selftrain.pool import write_text_pool
+    from contrastext.methods.wcsbert.pool import write_text_pool
 
     if config.pool.source == "wikipedia":
         return storage.join(run, "corpus", "pages"), -1
@@ -462,7 +461,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     write_manifest(folder, job="wcsbert_selftrain", config=config, timings=run.timings,
                    counts={"pool_rows": encoded["rows"], "rounds": len(rounds),
                            "pairs": [r["pairs"] for r in rounds]})
-    from contrastext.selftrain.report import write_report
+    from contrastext.methods.wcsbert.report import write_report
 
     write_report(folder, summary, plots=config.plots)
     print(summary_table(summary), flush=True)
@@ -525,7 +524,7 @@ def _corpus_and_pretraining(run: _Run, evaluations: list[dict[str, Any]]) -> tup
 
 def _self_training(run: _Run, model_0: str, made_with: str | None) -> tuple[RoundsOutcome, Any]:
     """Stage 3: the rounds from M_0 (made with the settings ``made_with`` fingerprints; None: a named model)
-    until the stopping rule says so (``selftrain.rounds``); returns what they kept and the guard's scores of
+    until the stopping rule says so (``methods.wcsbert.rounds``); returns what they kept and the guard's scores of
     M_0 (None without the guard)."""
     config = run.config
     start = StoredModel(model_0, run.path("round_0", "embeddings"))
@@ -552,7 +551,7 @@ class StoredModel:
 
 
 class _StoredRounds:
-    """The job's rounds (``selftrain.rounds.RoundRunner``): the pool on ``.h5`` shards, pairs written by Ray
+    """The job's rounds (``methods.wcsbert.rounds.RoundRunner``): the pool on ``.h5`` shards, pairs written by Ray
     Data, each round a stage (a finished one is read back), evaluated and shown as a table."""
 
     def __init__(self, run: _Run, model_0: str, made_with: str | None, guard_key: str | None):
@@ -666,7 +665,7 @@ def _final_evaluation(run: _Run, final_model: str, rounds: list[dict[str, Any]],
 
 
 def round_stop(config: WCSBertConfig, guard_0: float | None) -> RoundStop:
-    """The job's stopping rule (selftrain.stopping): a dev set's accuracy when the user gives one
+    """The job's stopping rule (methods.wcsbert.stopping): a dev set's accuracy when the user gives one
     (``evaluation.use_as_dev``), else the label-free guard, else the last round."""
     return RoundStop(config.rounds.rounds, patience=config.rounds.patience, min_change=config.rounds.min_change,
                      use_dev=config.evaluation.use_as_dev, guard_0=guard_0)
@@ -674,7 +673,7 @@ def round_stop(config: WCSBertConfig, guard_0: float | None) -> RoundStop:
 
 @dataclass
 class _Guard:
-    reference: Any  # selftrain.guard.GuardReference
+    reference: Any  # methods.wcsbert.guard.GuardReference
     config: WCSBertConfig
     label_set: Any
 
@@ -686,7 +685,7 @@ class _Guard:
                             "seed": rounds.train.seed, "margin": TRAINED_PROTOTYPE_MARGIN})
 
     def score(self, model: StoredModel | None = None) -> Any:
-        """The guard's scores (selftrain.guard.HeadScores) of each head's labels of the sampled pool items under
+        """The guard's scores (methods.wcsbert.guard.HeadScores) of each head's labels of the sampled pool items under
         ``model``, their embeddings read from its stored pool (None: the round-0 model, from the embeddings
         its reference holds: nothing is loaded or encoded again)."""
         from contrastext.data.h5store import H5Corpus
@@ -707,9 +706,9 @@ class _Guard:
 
 def _guard_reference(config: WCSBertConfig, model_0: str, embeddings_dir: str, label_set) -> _Guard:
     """A seeded sample of the pool, its neighbourhoods and the label strings under the round-0 model
-    (see selftrain.guard); only the sample's rows are read."""
+    (see methods.wcsbert.guard); only the sample's rows are read."""
     from contrastext.data.h5store import H5Corpus
-    from contrastext.selftrain.guard import guard_reference, sample_positions
+    from contrastext.methods.wcsbert.guard import guard_reference, sample_positions
 
     corpus = H5Corpus(embeddings_dir)
     if len(corpus) < 2:
@@ -779,7 +778,7 @@ def _round_pairs(run: _Run, r: int, folder: str, model: str, embeddings_dir: str
     """The pool scored by ``model``, pseudo-labelled by the job's ``WCSBert`` (teacher, calibration, selection)
     and written as pseudo-pairs under ``folder/pairs``; returns the pool's scores, the calibration, the
     pseudo-labels and the pairs written."""
-    from contrastext.selftrain.pool import page_columns
+    from contrastext.methods.wcsbert.pool import page_columns
 
     config, label_set, labels = run.config, run.label_set, run.config.labels
     scorer = config.encoder.load(model)

@@ -84,21 +84,21 @@ class Predictor:
         if max_length:
             settings["max_length"] = max_length
         if kind.method == "WCSBert":
-            from contrastext.methods.wcsbert import WCSBert
+            from contrastext.methods.wcsbert.model import WCSBert
 
             self.model = WCSBert.load(folder, **settings)
             self.labels = self.model.labels
         elif kind.method == "SupConClassifier":
-            from contrastext.methods.supcon import SupConClassifier
+            from contrastext.methods.supcon.model import SupConClassifier
 
             self.model = SupConClassifier.load(folder, batch_size=batch_size)
             self.labels = [str(c) for c in self.model.classes_]
         elif kind.method == "ShuffleDivide":
-            from contrastext.methods.shuffle_divide import ShuffleDivide
+            from contrastext.methods.shuffle_divide.model import ShuffleDivide
 
             self.model = ShuffleDivide.load(folder, **settings)
         elif kind.method == "PhraseTopicModel":
-            from contrastext.uctopic.service import PhraseTopicModel
+            from contrastext.methods.uctopic.model import PhraseTopicModel
 
             self.model = PhraseTopicModel.load(folder, batch_size=batch_size,
                                                **({"max_length": max_length} if max_length else {}))

@@ -89,7 +89,7 @@ def train(spec: TrainingSpec) -> dict[str, Any]:
     """Self-train, publish, and keep the status current; returns the published manifest."""
     from contrastext import WCSBert
     from contrastext.methods.training import load_text_encoder
-    from contrastext.selftrain.config import round_train
+    from contrastext.methods.wcsbert.config import round_train
     from contrastext.storage import scratch_dir
 
     registry = ClassifierRegistry(spec.registry)

@@ -115,7 +115,7 @@ class ModelRunner:
         self.classifier = ZeroShotClassifier(self.encoder, template=zeroshot.template, model_key=self.path,
                                              cache_size=zeroshot.label_cache_size,
                                              batch_size=config.encode_batch_size)
-        from contrastext.selftrain.heads import saved_head
+        from contrastext.methods.wcsbert.heads import saved_head
 
         saved = saved_head(self.path)  # a WC-SBERT model: its own labels score with its saved head
         if saved is not None:

@@ -23,7 +23,7 @@ from contrastext.serve.routing import looks_like_path, request_id
 from contrastext.serve.schemas import TopicsRequest
 
 if TYPE_CHECKING:
-    from contrastext.uctopic.service import PhraseTopicModel
+    from contrastext.methods.uctopic.model import PhraseTopicModel
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class TopicsDeployment:
         self.requests = 0
 
     def _load(self, spec: str) -> PhraseTopicModel:
-        from contrastext.uctopic.service import PhraseTopicModel
+        from contrastext.methods.uctopic.model import PhraseTopicModel
 
         model = PhraseTopicModel.load(spec, device=self.device, max_length=self.settings.max_length,
                                       backend=self.settings.backend)

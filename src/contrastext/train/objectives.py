@@ -9,7 +9,7 @@ An objective is chosen by ``TrainConfig.objective``:
   planned over the whole dataset, so every worker reads all of it (sorted, so the plan is the same on
   every worker) and ``ClassBalancedBatchSampler`` deals each worker its own disjoint groups.
 * ``phrase`` — a ``PhraseEncoder`` (span pooling) trained on pairs of phrase mentions; defined and
-  registered by ``contrastext.uctopic.objective``.
+  registered by ``contrastext.methods.uctopic.objective``.
 
 A method with its own objective subclasses :class:`Objective` and calls :func:`register_objective` when
 its module is imported; this package imports no method package.
@@ -41,7 +41,6 @@ from contrastext.train.batches import (
     label_id,
     valid_text,
 )
-
 
 # a mean over the batch's rows, or sums each averaged over its count summed across workers
 BatchLoss = Union[torch.Tensor, Sequence[LossSum]]

@@ -3,7 +3,7 @@
 A teacher turns the pool's zero-shot prompt scores into the scores the round's pseudo-labels are chosen
 from. ``PromptTeacher`` keeps the prompt scores (each item's best label prompt); ``PrototypeTeacher``
 scores every item by its cosine to each label's prototype, the mean of that label's most confident items
-(optionally refined by spherical k-means on the pool; see ``contrastext.selftrain.prototypes``).
+(optionally refined by spherical k-means on the pool; see ``contrastext.methods.wcsbert.prototypes``).
 Embeddings may be an array or a re-iterable of chunks, so a pool streamed from ``.h5`` shards works too.
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import Field
 
 from contrastext.config import Settings
-from contrastext.selftrain.prototypes import Embeddings, label_prototypes, prototype_scores, refine_prototypes
+from contrastext.methods.wcsbert.prototypes import Embeddings, label_prototypes, prototype_scores, refine_prototypes
 
 
 class Teacher(Protocol):

@@ -15,8 +15,8 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from contrastext.clustering import Clusterer
+from contrastext.methods.shuffle_divide.negatives import Negatives, OtherClusterNegatives
 from contrastext.metrics.clustering import clustering_scores, silhouette
-from contrastext.methods.negatives import Negatives, OtherClusterNegatives
 
 #: label-free ways to choose the epoch: the clusters' cosine silhouette in the documents' TF-IDF space (which
 #: training does not move, so epochs compare fairly), in the epoch's own embedding space, or the last epoch

@@ -4,7 +4,7 @@
     model.predict(["another text"])
 
 The same training as the ``supcon_classify`` job's variants (the ``classify`` objective of
-``contrastext.train``, class-balanced batches, ``contrastext.methods.classify_settings``), on texts held in
+``contrastext.train``, class-balanced batches, ``contrastext.methods.supcon.settings``), on texts held in
 memory. The saved folder is a ``TextClassifier`` folder (the encoder in sentence-transformers format, the
 head beside it) plus ``supcon_classifier.json`` with the classes as given (strings or integers).
 """
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from contrastext.config import TrainConfig
-from contrastext.methods.classify_settings import ClassifyLoss, classify_train_config, default_classify_train
+from contrastext.methods.supcon.settings import ClassifyLoss, classify_train_config, default_classify_train
 from contrastext.methods.training import encoder_spec, fit_rows, work_folder
 from contrastext.models.resolve import DEFAULT_MODEL
 

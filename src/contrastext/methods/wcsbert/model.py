@@ -3,7 +3,7 @@
     model = WCSBert().fit(texts, labels=["World", "Sports", "Business", "Science"])
     model.predict(["The striker scored twice."])  # ["Sports"]
 
-Each round is the job's round (``contrastext.pipelines.wcsbert``; both run ``selftrain.rounds.run_rounds``)
+Each round is the job's round (``contrastext.pipelines.wcsbert``; both run ``methods.wcsbert.rounds.run_rounds``)
 on texts held in memory: the current model scores the texts against the label prompts, the teacher turns
 those scores into pseudo-labels, the most confident share of each label (``selection``) pairs its texts with
 the label's best prompt, and MNR training on those pairs (``contrastext.train.fit``) gives the next round's
@@ -30,18 +30,18 @@ from contrastext.methods.training import (
     load_text_encoder,
     work_folder,
 )
+from contrastext.methods.wcsbert.calibration import CalibrationConfig, calibrate
+from contrastext.methods.wcsbert.config import round_train
+from contrastext.methods.wcsbert.guard import TextGuard, guard_fields
+from contrastext.methods.wcsbert.heads import HEAD_KINDS, LabelHead, head_kind
+from contrastext.methods.wcsbert.pseudo_labels import SelectionConfig, select
+from contrastext.methods.wcsbert.pseudo_pairs import text_pairs
+from contrastext.methods.wcsbert.rounds import run_rounds
+from contrastext.methods.wcsbert.scoring import changed_share, label_prompt_vectors
+from contrastext.methods.wcsbert.stopping import RoundStop
+from contrastext.methods.wcsbert.teachers import PromptTeacher, Teacher
+from contrastext.methods.wcsbert.text_positives import TextPositivesConfig, combined, text_positive_pairs
 from contrastext.models.resolve import DEFAULT_MODEL
-from contrastext.selftrain.calibration import CalibrationConfig, calibrate
-from contrastext.selftrain.config import round_train
-from contrastext.selftrain.guard import TextGuard, guard_fields
-from contrastext.selftrain.heads import HEAD_KINDS, LabelHead, head_kind
-from contrastext.selftrain.pseudo_labels import SelectionConfig, select
-from contrastext.selftrain.pseudo_pairs import text_pairs
-from contrastext.selftrain.rounds import run_rounds
-from contrastext.selftrain.scoring import changed_share, label_prompt_vectors
-from contrastext.selftrain.stopping import RoundStop
-from contrastext.selftrain.teachers import PromptTeacher, Teacher
-from contrastext.selftrain.text_positives import TextPositivesConfig, combined, text_positive_pairs
 from contrastext.zeroshot import LabelSet, ZeroShotClassifier, validate_template, validate_templates
 
 MANIFEST = "wcsbert.json"
@@ -54,19 +54,19 @@ class WCSBert:
     (its nearest label prototype), or any object with their ``scores`` method. ``template`` puts a label (or
     alias) into the prompt (default "{label}"); ``templates`` instead gives several, ensembled: a label string
     stands for the renormalised mean of its prompts' unit embeddings, in scoring and predicting alike, and the
-    training pairs' positives are the first template's prompts (``selftrain.pseudo_pairs``).
+    training pairs' positives are the first template's prompts (``methods.wcsbert.pseudo_pairs``).
     ``calibration``: correct the teacher's scores by each label's share of the texts before selecting
-    (``selftrain.calibration``; True: its default settings; off by default).
+    (``methods.wcsbert.calibration``; True: its default settings; off by default).
     ``text_positives``: text–text pairs beside the label-prompt ones, two word spans of a kept text (off by
-    default) and two kept texts of one pseudo-label (on by default; ``selftrain.text_positives``).
+    default) and two kept texts of one pseudo-label (on by default; ``methods.wcsbert.text_positives``).
     ``train``: a round's training settings (default: the job's, MNR at batch 32).
     ``predict_proba`` is a softmax of the label scores (cosines) over ``temperature``.
 
-    ``guard`` (on by default, as in the job): the label-free check of ``selftrain.guard`` over a seeded
+    ``guard`` (on by default, as in the job): the label-free check of ``methods.wcsbert.guard`` over a seeded
     sample of ``guard_sample`` texts; the model kept is the round's (or the round-0 model's) whose labels best
     follow the texts' neighbourhoods under the round-0 model and stay nearest their own names, and fitting
     stops after ``patience`` rounds that do not raise it. ``heads``: the heads each model is scored with,
-    the label prompts and the prototypes of its own labels of the sampled texts (``selftrain.heads``); the
+    the label prompts and the prototypes of its own labels of the sampled texts (``methods.wcsbert.heads``); the
     first head's score chooses the round, and another head is delivered where it scores clearly better. ``chosen_round_``, ``chosen_head_`` and ``stop_reason_`` say what happened, each
     ``history_`` record has the round's ``guard`` score and ``head``. Off: the last round is kept, with its
     prompt head.
@@ -154,7 +154,7 @@ class WCSBert:
 
     def _self_train(self, encoder, texts: list[str], folder: Path,
                     on_round: Callable[[dict[str, Any], Any], None] | None = None):
-        """The rounds from ``encoder`` (``selftrain.rounds``); returns the kept round's encoder (in memory) and
+        """The rounds from ``encoder`` (``methods.wcsbert.rounds``); returns the kept round's encoder (in memory) and
         the head the guard chose for it (None without the guard)."""
         guard = (TextGuard.build(encoder, texts, self.label_set_, self.prompts, sample=self.guard_sample,
                                  neighbours=self.guard_neighbours, seed=self.train.seed, batch_size=self.batch_size,

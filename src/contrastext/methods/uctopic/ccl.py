@@ -5,7 +5,7 @@ Epoch 0 encodes the phrase instances with the start model and clusters them (k-m
 epoch takes the previous epoch's clusters, pseudo-labels the central instances, trains one CCL fit from the
 previous model, then encodes and clusters again. Each epoch's clusters are scored by label-free measures;
 ``select_by`` names the one that picks the delivered epoch. The loop itself is the Shuffle & Divide one
-(:func:`contrastext.methods.shuffle_divide_epochs.run_epochs`): a runner here only says how an epoch is
+(:func:`contrastext.methods.epochs.run_epochs`): a runner here only says how an epoch is
 trained and scored.
 """
 
@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from contrastext.clustering import KMeansResult, spherical_kmeans
+from contrastext.methods.uctopic.phrases import PhraseInstance
 from contrastext.metrics.clustering import clustering_scores, silhouette
-from contrastext.uctopic.phrases import PhraseInstance
 
 #: label-free scores of an epoch's clusters (``select_by`` names one, or ``last``):
 #:  - ``silhouette``: cosine silhouette in the epoch's own embedding space (CCL tightens the clusters it trains

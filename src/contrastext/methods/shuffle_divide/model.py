@@ -3,7 +3,7 @@
     model = ShuffleDivide(n_clusters=5)
     clusters = model.fit_predict(documents)
 
-The epochs run through the loop the job runs (``contrastext.methods.shuffle_divide_epochs``), on documents
+The epochs run through the loop the job runs (``contrastext.methods.epochs``), on documents
 held in memory: the pair builder gives the epoch's positive pairs (default: each document's sentences
 shuffled and cut in half), the negatives rule says which other documents of a batch NT-Xent pushes away, one
 epoch of ``contrastext.train.fit`` trains from the previous epoch's model, and the documents are clustered and
@@ -12,17 +12,16 @@ pluggable:
 
 - ``pairs``: any object with ``prepare(texts, labels=)`` and ``pairs(epoch, ids=, groups=)``
   (``contrastext.data.pair_builders``: ``ShuffleDividePairs``, ``TfidfNeighbourPairs``);
-- ``negatives``: ``BatchNegatives`` or ``OtherClusterNegatives`` (``contrastext.methods.negatives``);
+- ``negatives``: ``BatchNegatives`` or ``OtherClusterNegatives`` (``contrastext.methods.shuffle_divide.negatives``);
 - ``clusterer``: any object with ``fit_predict(embeddings) -> cluster ids`` (default: spherical k-means).
 """
 
 from __future__ import annotations
 
-from functools import cached_property
-
 import json
 import os
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,15 @@ from contrastext.clustering import Clusterer, SphericalKMeans, result_of_assignm
 from contrastext.config import EncoderConfig, LossConfig, OptimizerConfig, ScalingSettings, TrainConfig
 from contrastext.data.documents import ShuffleUnit, tfidf_matrix
 from contrastext.data.pair_builders import PairBuilder, ShuffleDividePairs
+from contrastext.methods.epochs import (
+    EpochRow,
+    SelectBy,
+    run_epochs,
+    score_epoch,
+    stale_epochs,
+    training_groups,
+)
+from contrastext.methods.shuffle_divide.negatives import BatchNegatives, Negatives
 from contrastext.methods.training import (
     checked_texts,
     encoder_spec,
@@ -39,15 +47,6 @@ from contrastext.methods.training import (
     kept_path,
     load_text_encoder,
     work_folder,
-)
-from contrastext.methods.negatives import BatchNegatives, Negatives
-from contrastext.methods.shuffle_divide_epochs import (
-    EpochRow,
-    SelectBy,
-    run_epochs,
-    score_epoch,
-    stale_epochs,
-    training_groups,
 )
 from contrastext.models.resolve import DEFAULT_MODEL
 from contrastext.vectors import unit_rows

@@ -16,7 +16,7 @@ product of two parts:
   refined prototypes can do this) raises kappa while a group of texts drifts to another label's name; the
   centroid moves with it and the label loses its anchor.
 
-A model can be delivered with either head (``selftrain.heads``): its label prompts, or the prototypes of
+A model can be delivered with either head (``methods.wcsbert.heads``): its label prompts, or the prototypes of
 its own pool labels. The guard scores each head's labels the same way; the prompt head's score chooses the
 round, and the prototype head is delivered only where it scores clearly better (``PROTOTYPE_MARGIN`` on the
 untrained model, where it often does; ``TRAINED_PROTOTYPE_MARGIN`` on a self-trained one, whose prompts,
@@ -35,8 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from contrastext.clustering import nearest_neighbours
-from contrastext.selftrain.heads import LabelHead
-from contrastext.selftrain.scoring import embed_label_strings
+from contrastext.methods.wcsbert.heads import LabelHead
+from contrastext.methods.wcsbert.scoring import embed_label_strings
 from contrastext.zeroshot import LabelSet, Templates, label_scores_and_aliases
 
 
@@ -174,7 +174,7 @@ class TextGuard:
     label_set: LabelSet
     template: Templates
     batch_size: int = 64
-    heads: tuple[str, ...] = ("prompts",)  # the heads a model is scored with (selftrain.heads.HEAD_KINDS)
+    heads: tuple[str, ...] = ("prompts",)  # the heads a model is scored with (methods.wcsbert.heads.HEAD_KINDS)
 
     @classmethod
     def build(cls, encoder, texts: Sequence[str], label_set: LabelSet, template: Templates, *, sample: int,

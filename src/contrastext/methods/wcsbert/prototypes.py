@@ -23,7 +23,7 @@ from typing import Iterable, Iterator, Sequence, Union
 import numpy as np
 
 from contrastext.data.h5store import H5Corpus
-from contrastext.selftrain.pseudo_labels import SelectionConfig, select
+from contrastext.methods.wcsbert.pseudo_labels import SelectionConfig, select
 from contrastext.vectors import unit_rows
 
 Embeddings = Union[np.ndarray, Iterable[np.ndarray], Iterable[tuple[np.ndarray, np.ndarray]]]

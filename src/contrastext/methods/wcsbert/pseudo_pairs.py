@@ -23,8 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from contrastext.selftrain.category_votes import KeptPages, first_per_label, page_votes, reduce_votes
-from contrastext.selftrain.pseudo_labels import PseudoLabels
+from contrastext.methods.wcsbert.category_votes import KeptPages, first_per_label, page_votes, reduce_votes
+from contrastext.methods.wcsbert.pseudo_labels import PseudoLabels
 from contrastext.zeroshot import LabelSet
 
 

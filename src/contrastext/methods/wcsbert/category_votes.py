@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from contrastext.selftrain.pseudo_labels import PseudoLabels
+from contrastext.methods.wcsbert.pseudo_labels import PseudoLabels
 
 MAX_PLACES = 1 << 16  # a category's place on its page, packed below the page's confidence rank
 
@@ -154,7 +154,7 @@ class PairsWritten:
     location: str
     per_label: np.ndarray  # pairs per label
     conflicts: int = 0  # categories met on kept pages of more than one label
-    text_pairs: int = 0  # of them, text–text pairs (selftrain.text_positives)
+    text_pairs: int = 0  # of them, text–text pairs (methods.wcsbert.text_positives)
 
     def __len__(self) -> int:
         return int(self.per_label.sum())
@@ -177,7 +177,7 @@ def write_category_pairs(pages: str, page_ids: np.ndarray, pseudo: PseudoLabels,
     categories (buckets are hash partitions, so labels are mixed throughout the file).
     """
     from contrastext import storage
-    from contrastext.selftrain.pool import pages_files
+    from contrastext.methods.wcsbert.pool import pages_files
 
     n_labels, n_aliases = len(prompts), max(len(p) for p in prompts)
     kept = KeptPages.of(page_ids, pseudo, n_labels, n_aliases)

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from contrastext import storage
 from contrastext.data.sources import describe, load_texts
-from contrastext.uctopic.config import PhraseSource, PretrainSettings
-from contrastext.uctopic.phrases import ConllStats, PhraseInstance, read_conll_entities
+from contrastext.methods.uctopic.config import PhraseSource, PretrainSettings
+from contrastext.methods.uctopic.phrases import ConllStats, PhraseInstance, read_conll_entities
 
 if TYPE_CHECKING:
     import ray.data
@@ -44,7 +44,7 @@ def load_phrase_source(source: PhraseSource, seed: int = 0) -> Instances:
                   "malformed_lines": dict(stats.skipped)}
         return Instances(kept, source.conll, "conll", counts=counts)
     if source.documents:
-        from contrastext.uctopic.candidates import NgramSettings, document_phrases
+        from contrastext.methods.uctopic.candidates import NgramSettings, document_phrases
 
         docs = load_texts(source.documents, seed=seed)
         found, extractor = document_phrases(docs.texts, extractor=source.extractor, spacy_model=source.spacy_model,

@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from contrastext.selftrain.guard import HeadScores, guard_fields
-from contrastext.selftrain.heads import LabelHead
-from contrastext.selftrain.stopping import RoundStop
+from contrastext.methods.wcsbert.guard import HeadScores, guard_fields
+from contrastext.methods.wcsbert.heads import LabelHead
+from contrastext.methods.wcsbert.stopping import RoundStop
 
 
 class RoundGuard(Protocol):
-    """The label-free guard (``selftrain.guard``): a model's score with each head; None: the round-0 model's."""
+    """The label-free guard (``methods.wcsbert.guard``): a model's score with each head; None: the round-0 model's."""
 
     heads: Sequence[str]
 

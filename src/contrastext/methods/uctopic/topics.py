@@ -17,7 +17,7 @@ from contrastext.clustering import (
     select_k_by_silhouette,
     spherical_kmeans,
 )
-from contrastext.uctopic.phrases import PhraseInstance, pair_row
+from contrastext.methods.uctopic.phrases import PhraseInstance, pair_row
 from contrastext.vectors import unit_rows
 
 

@@ -6,14 +6,21 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from contrastext.config import EncoderConfig, OptimizerConfig, OutputConfig, RayConfig, ScalingSettings, Settings, \
-    TrainConfig
+from contrastext.config import (
+    EncoderConfig,
+    OptimizerConfig,
+    OutputConfig,
+    RayConfig,
+    ScalingSettings,
+    Settings,
+    TrainConfig,
+)
+from contrastext.data.pairs import PairOptions
 from contrastext.data.sources import TextSource, vital_articles
 from contrastext.data.vital import TOPIC_ALIASES, TOPICS
-from contrastext.data.pairs import PairOptions
-from contrastext.selftrain.calibration import CalibrationConfig
-from contrastext.selftrain.pseudo_labels import SelectionConfig
-from contrastext.selftrain.text_positives import TextPositivesConfig
+from contrastext.methods.wcsbert.calibration import CalibrationConfig
+from contrastext.methods.wcsbert.pseudo_labels import SelectionConfig
+from contrastext.methods.wcsbert.text_positives import TextPositivesConfig
 from contrastext.zeroshot import DEFAULT_TEMPLATE, validate_templates
 
 Half = Literal["first", "second"]
@@ -147,18 +154,18 @@ class RoundsConfig(Settings):
                                                                     "kind of pair on its own)")
     pseudo_labels: Literal["prompts", "prototypes"] = Field(
         "prototypes", description="prompts: each item's best label prompt; prototypes: its nearest label prototype "
-                               "(prompt-labelled centroids refined by k-means on the pool, see selftrain.prototypes)")
+                               "(prompt-labelled centroids refined by k-means on the pool, see methods.wcsbert.prototypes)")
     prototype_fraction: float = Field(0.5, gt=0, le=1, description="pseudo_labels=prototypes: share of each "
                                                                    "label's items that seed its prototype")
     prototype_iterations: int = Field(0, ge=0, description="pseudo_labels=prototypes: k-means refinements "
                                                            "(they drift from the labels when topics overlap)")
     calibration: CalibrationConfig = Field(
         default_factory=CalibrationConfig, description="label-prior calibration of the teacher's scores before "
-                                                       "selection (selftrain.calibration; off by default)")
+                                                       "selection (methods.wcsbert.calibration; off by default)")
     text_positives: TextPositivesConfig = Field(
         default_factory=TextPositivesConfig, description="text–text pairs beside the (text, label prompt) ones: "
         "two word spans of a kept text (off by default), two kept texts of one pseudo-label (on by default "
-        "for a plain-text pool, off for Wikipedia; selftrain.text_positives)")
+        "for a plain-text pool, off for Wikipedia; methods.wcsbert.text_positives)")
     init: Literal["previous", "base"] = Field(
         "previous", description="round r trains from round r-1's model, or always from the stage-1 model")
     reencode: bool = Field(True, description="re-encode the pool with each round's model (False: score the "
@@ -166,14 +173,14 @@ class RoundsConfig(Settings):
     train: TrainConfig = Field(default_factory=round_train)
     guard: bool = Field(True, description="label-free: keep the model whose pool labels best follow the pool's "
                                           "neighbourhoods under the round-0 model and stay nearest their own "
-                                          "names (selftrain.guard), stop when a round lowers it; off: the last "
+                                          "names (methods.wcsbert.guard), stop when a round lowers it; off: the last "
                                           "round is kept")
     guard_sample: int = Field(20_000, ge=10, description="pool items sampled for the guard's neighbourhoods")
     heads: list[Literal["prompts", "prototypes"]] = Field(
         ["prompts", "prototypes"], min_length=1,
         description="the heads the guard scores each model with: the label prompts, and the prototypes of the "
-                    "model's own labels of the guard's sample (selftrain.heads); the first head's score chooses "
-                    "the round, another is delivered where it scores clearly better (selftrain.guard); the prompts "
+                    "model's own labels of the guard's sample (methods.wcsbert.heads); the first head's score chooses "
+                    "the round, another is delivered where it scores clearly better (methods.wcsbert.guard); the prompts "
                     "alone with reencode: false")
     guard_neighbours: int = Field(10, ge=1)
     patience: int = Field(1, ge=1, description="rounds without improvement of the stopping signal before stopping")

@@ -1,9 +1,9 @@
 """The phrase objective of the shared training loop: a PhraseEncoder trained on pairs of phrase mentions.
 
-Rows (see :func:`contrastext.uctopic.phrases.positive_pairs`): ``anchor``/``positive`` sentences with
+Rows (see :func:`contrastext.methods.uctopic.phrases.positive_pairs`): ``anchor``/``positive`` sentences with
 ``*_start``/``*_end`` character spans and ``*_mask`` flags, a ``key`` that no two rows of a batch share,
 and a ``topic`` pseudo label (-1: none; >= 0: CCL, same-topic rows are not negatives of each other).
-The loss is :class:`~contrastext.uctopic.loss.PhraseContrastiveLoss`; ``train.loss.params`` may set
+The loss is :class:`~contrastext.methods.uctopic.loss.PhraseContrastiveLoss`; ``train.loss.params`` may set
 ``temperature`` (0.05), ``symmetric`` and ``gather_across_workers``, and the optional masked-language-model
 loss of UCTopic pretraining: ``mlm_weight`` (λ in contrastive + λ·MLM; 0, off, by default),
 ``mlm_probability`` (0.15) and ``mlm_head_lr`` (1e-3, for the newly initialised prediction head).
@@ -59,8 +59,8 @@ def phrase_rows(batch: dict[str, Any], skipped: SkippedRows) -> Iterator[tuple]:
 
 class PhraseObjective(Objective):
     def __init__(self, config: TrainConfig):
-        from contrastext.uctopic.loss import PhraseContrastiveLoss
-        from contrastext.uctopic.mlm import MLMSettings
+        from contrastext.methods.uctopic.loss import PhraseContrastiveLoss
+        from contrastext.methods.uctopic.mlm import MLMSettings
 
         super().__init__(config)
         if config.loss.name != "mnr":
@@ -73,7 +73,7 @@ class PhraseObjective(Objective):
         self._mlm_generator: torch.Generator | None = None
 
     def build_model(self, model_spec: str, resuming: bool) -> nn.Module:
-        from contrastext.uctopic.encoder import PhraseEncoder
+        from contrastext.methods.uctopic.encoder import PhraseEncoder
 
         enc = self.config.encoder
         self.encoder = PhraseEncoder.from_pretrained(model_spec, max_length=enc.max_length, device="cpu",
@@ -82,8 +82,8 @@ class PhraseObjective(Objective):
         freeze_unused_pooler(self.encoder.transformer)
         if not self.mlm.enabled:
             return self.encoder
+        from contrastext.methods.uctopic.mlm import PhraseModelWithMLM
         from contrastext.models.resolve import resolve_model_path
-        from contrastext.uctopic.mlm import PhraseModelWithMLM
 
         self._mlm_generator = torch.Generator().manual_seed(self.config.seed)
         model = PhraseModelWithMLM.around(self.encoder, resolve_model_path(model_spec,
@@ -119,7 +119,7 @@ class PhraseObjective(Objective):
             with autocast:
                 vectors = model({k: v.to(device) for k, v in features.items()}).float()
             return self.loss_fn(*vectors.split(len(batch)), topics)
-        from contrastext.uctopic.mlm import mask_tokens
+        from contrastext.methods.uctopic.mlm import mask_tokens
 
         ids, labels = mask_tokens(features["input_ids"], features["attention_mask"], self.encoder.tokenizer,
                                   self.mlm.probability, self._mlm_generator)

@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from contrastext.selftrain.prototypes import label_prototypes
+from contrastext.methods.wcsbert.prototypes import label_prototypes
 from contrastext.zeroshot import LabelSet, ZeroShotClassifier, label_scores
 
 HEAD_FILE = "head.json"

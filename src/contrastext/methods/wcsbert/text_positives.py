@@ -26,8 +26,8 @@ from pydantic import Field
 from contrastext.config import Settings
 
 if TYPE_CHECKING:  # the settings are read by the CLI, which should not import pyarrow for them
-    from contrastext.selftrain.pseudo_labels import PseudoLabels
-    from contrastext.selftrain.pseudo_pairs import PseudoPairs
+    from contrastext.methods.wcsbert.pseudo_labels import PseudoLabels
+    from contrastext.methods.wcsbert.pseudo_pairs import PseudoPairs
 
 
 class TextPositivesConfig(Settings):
@@ -63,7 +63,7 @@ def text_positive_pairs(texts: Sequence[str], pseudo: PseudoLabels, config: Text
                         max_pairs_per_label: int | None = None) -> PseudoPairs:
     """The round's text–text pairs over the kept texts (``texts`` indexed like the pool), most confident
     first; ``max_pairs_per_label`` caps each kind per label."""
-    from contrastext.selftrain.pseudo_pairs import PseudoPairs
+    from contrastext.methods.wcsbert.pseudo_pairs import PseudoPairs
 
     config = config.resolved()
     anchors: list[str] = []
@@ -116,7 +116,7 @@ def _same_label_partners(kept: np.ndarray, label: np.ndarray, seed: int) -> dict
 
 def combined(pairs: PseudoPairs, extra: PseudoPairs) -> PseudoPairs:
     """The label-prompt pairs followed by the text–text pairs."""
-    from contrastext.selftrain.pseudo_pairs import PseudoPairs
+    from contrastext.methods.wcsbert.pseudo_pairs import PseudoPairs
 
     return PseudoPairs(pairs.anchors + extra.anchors, pairs.positives + extra.positives,
                        list(pairs.labels) + list(extra.labels), conflicts=pairs.conflicts)

@@ -27,10 +27,10 @@ import numpy as np
 from contrastext import storage
 from contrastext.config import OutputConfig
 from contrastext.manifest import write_json_atomic, write_manifest
+from contrastext.methods.uctopic.config import EntityEvalSettings, TopicSettings, UCTopicConfig
+from contrastext.methods.uctopic.phrases import PhraseInstance
 from contrastext.report import format_table
 from contrastext.stages import Stage, Timings, say
-from contrastext.uctopic.config import EntityEvalSettings, TopicSettings, UCTopicConfig
-from contrastext.uctopic.phrases import PhraseInstance
 
 log = logging.getLogger(__name__)
 STAGES = ("pretrain", "finetune", "mine", "evaluate")
@@ -47,7 +47,7 @@ def _stage_output(config: UCTopicConfig) -> OutputConfig:
 
 
 def _load_encoder(spec: str, config: UCTopicConfig):
-    from contrastext.uctopic.encoder import PhraseEncoder
+    from contrastext.methods.uctopic.encoder import PhraseEncoder
 
     return PhraseEncoder.from_pretrained(spec, max_length=config.max_length, backend=config.train.encoder.backend,
                                          allow_download=config.train.encoder.allow_download)
@@ -74,8 +74,8 @@ def entity_clustering(encoder, settings: EntityEvalSettings, config: UCTopicConf
                       embeddings: np.ndarray | None = None) -> dict[str, Any]:
     """k-means (k = the number of gold types unless set) of entity vectors, scored against the gold types."""
     from contrastext.clustering import spherical_kmeans
-    from contrastext.uctopic.sources import sample_instances
-    from contrastext.uctopic.phrases import read_conll_entities
+    from contrastext.methods.uctopic.phrases import read_conll_entities
+    from contrastext.methods.uctopic.sources import sample_instances
 
     if instances is None:
         found = read_conll_entities(settings.conll, settings.labels, documents=settings.conll_documents)
@@ -92,7 +92,7 @@ def entity_clustering(encoder, settings: EntityEvalSettings, config: UCTopicConf
 
 def topic_report(topics_result, instances: Sequence[PhraseInstance]) -> tuple[list[dict], dict[str, float]]:
     """Per topic: its top phrases, their informativeness (sentence tf-idf) and word diversity; and means."""
-    from contrastext.uctopic.metrics import SentenceTfidf, word_diversity
+    from contrastext.methods.uctopic.metrics import SentenceTfidf, word_diversity
 
     sentences = sorted({inst.sentence for inst in instances})
     tfidf = SentenceTfidf(sentences)
@@ -123,8 +123,8 @@ def _topics_markdown(rows: list[dict]) -> list[str]:
 
 
 def _mine_topics(encoder, instances, embeddings, settings: TopicSettings, extractor: str, seed: int):
-    from contrastext.uctopic.service import PhraseTopicModel
-    from contrastext.uctopic.topics import cluster_phrases
+    from contrastext.methods.uctopic.model import PhraseTopicModel
+    from contrastext.methods.uctopic.topics import cluster_phrases
 
     clock = Timings()
     with clock.measure("topics"):
@@ -140,9 +140,9 @@ def _mine_topics(encoder, instances, embeddings, settings: TopicSettings, extrac
 # ------------------------------------------------------------------------------ stages
 
 def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
+    from contrastext.methods.uctopic.objective import PhraseObjective  # noqa: F401 -- registers the "phrase" objective
     from contrastext.runtime import init_ray
     from contrastext.train import fit
-    from contrastext.uctopic.objective import PhraseObjective  # noqa: F401 -- registers the "phrase" objective
 
     timings = Timings()
     output = _stage_output(config)
@@ -206,8 +206,8 @@ def _pretraining_pairs(config: UCTopicConfig):
     """The positive pairs (lazy) and their mentions, from the text sources' repeated phrases or from the
     Wikipedia links; and where they come from."""
     from contrastext.data.sources import describe
-    from contrastext.uctopic.phrases import mention_pair_dataset, positive_pair_dataset
-    from contrastext.uctopic.sources import wiki_pages_dataset
+    from contrastext.methods.uctopic.phrases import mention_pair_dataset, positive_pair_dataset
+    from contrastext.methods.uctopic.sources import wiki_pages_dataset
 
     settings = config.pretrain
     if not settings.documents:
@@ -216,8 +216,12 @@ def _pretraining_pairs(config: UCTopicConfig):
                                      max_pairs_per_key=settings.max_pairs_per_key, by_mention=settings.by_mention,
                                      seed=config.seed, min_sentence_words=settings.min_sentence_words), source
     from contrastext.data.paths import data_root
-    from contrastext.uctopic.text_mentions import (documents_dataset, fit_phrase_vocabulary, mentions_of_batch,
-                                                   sample_documents)
+    from contrastext.methods.uctopic.text_mentions import (
+        documents_dataset,
+        fit_phrase_vocabulary,
+        mentions_of_batch,
+        sample_documents,
+    )
 
     root = data_root(settings.data_dir)
     # the workers may not share the driver's working directory
@@ -236,11 +240,11 @@ def _pretraining_pairs(config: UCTopicConfig):
 
 
 def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
-    from contrastext.methods.shuffle_divide_epochs import run_epochs
+    from contrastext.methods.epochs import run_epochs
+    from contrastext.methods.uctopic.ccl import CCLEpochs
+    from contrastext.methods.uctopic.sources import load_phrase_source
+    from contrastext.methods.uctopic.topics import cluster_phrases
     from contrastext.runtime import init_ray
-    from contrastext.uctopic.ccl import CCLEpochs
-    from contrastext.uctopic.sources import load_phrase_source
-    from contrastext.uctopic.topics import cluster_phrases
 
     timings = Timings()
     output = _stage_output(config)
@@ -333,7 +337,7 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
 
 def _ccl_pair_maker(config: UCTopicConfig, instances: Sequence[PhraseInstance], gold: Sequence[str] | None):
     """``(epoch, embeddings, clusters) -> (rows, stats)``: the central instances' pseudo labels and CCL pairs."""
-    from contrastext.uctopic.topics import ccl_pairs, ccl_pseudo_labels
+    from contrastext.methods.uctopic.topics import ccl_pairs, ccl_pseudo_labels
 
     settings = config.finetune
 
@@ -359,8 +363,8 @@ def _ccl_trainer(config: UCTopicConfig, run_dir: str):
     import pyarrow as pa
     import ray.data
 
+    from contrastext.methods.uctopic.objective import PhraseObjective  # noqa: F401 -- registers the "phrase" objective
     from contrastext.train import fit
-    from contrastext.uctopic.objective import PhraseObjective  # noqa: F401 -- registers the "phrase" objective
 
     def train(epoch: int, start_model: str, rows: list[dict]) -> tuple[str, dict[str, Any]]:
         train_config = config.model_copy(update={"model": start_model}).train_config()
@@ -392,7 +396,7 @@ def _json_row(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _epoch_line(row: dict[str, Any], chosen: dict[str, Any]) -> str:
-    from contrastext.uctopic.ccl import SCORE_KEYS
+    from contrastext.methods.uctopic.ccl import SCORE_KEYS
 
     parts = [f"epoch {row['epoch']}" + (" (delivered)" if row is chosen else "")]
     if row.get("loss") is not None:
@@ -404,7 +408,7 @@ def _epoch_line(row: dict[str, Any], chosen: dict[str, Any]) -> str:
 
 
 def run_mine(config: UCTopicConfig) -> dict[str, Any]:
-    from contrastext.uctopic.sources import load_phrase_source
+    from contrastext.methods.uctopic.sources import load_phrase_source
 
     timings = Timings()
     run_dir = _stage_output(config).run_dir()

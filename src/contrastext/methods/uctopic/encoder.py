@@ -14,9 +14,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from contrastext.console import progress_bar
+from contrastext.methods.uctopic.phrases import PhraseInstance
 from contrastext.models.encoder import TextEncoder, pick_device
 from contrastext.models.resolve import DEFAULT_MODEL, resolve_model_path
-from contrastext.uctopic.phrases import PhraseInstance
 
 PHRASE_CONFIG = "phrase_encoder.json"
 # characters kept either side of a span when a sentence is longer than the token limit allows

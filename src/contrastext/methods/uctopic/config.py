@@ -6,20 +6,27 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from contrastext.config import (EncoderConfig, LossConfig, OptimizerConfig, OutputConfig, RayConfig, Settings,
-                                TrainConfig)
+from contrastext.config import (
+    EncoderConfig,
+    LossConfig,
+    OptimizerConfig,
+    OutputConfig,
+    RayConfig,
+    Settings,
+    TrainConfig,
+)
 from contrastext.data.sources import TextSource
 from contrastext.models.resolve import DEFAULT_MODEL
 
 Stage = Literal["pretrain", "finetune", "mine", "evaluate"]
-#: the label-free score that picks CCL's delivered epoch (contrastext.uctopic.ccl says what each measures)
+#: the label-free score that picks CCL's delivered epoch (contrastext.methods.uctopic.ccl says what each measures)
 CCLSelectBy = Literal["anchored_silhouette", "context_silhouette", "start_silhouette", "silhouette", "last"]
 TopicCount = int | Literal["auto"]
 
 
 class PretrainSettings(Settings):
     """Pairs of sentences whose links point to the same page (or carry the same anchor text); or, with
-    ``documents``, pairs of sentences that mention the same phrase (contrastext.uctopic.text_mentions)."""
+    ``documents``, pairs of sentences that mention the same phrase (contrastext.methods.uctopic.text_mentions)."""
 
     documents: list[TextSource] | None = Field(
         None, description="text sources (contrastext.data.sources) to mine repeated phrases from, instead of a "
@@ -131,7 +138,7 @@ class FinetuneSettings(Settings):
                                              "pseudo-labels and trains one fit (train.epochs passes) from it")
     select_by: CCLSelectBy = Field(
         "anchored_silhouette", description="the label-free score that picks the delivered model among the "
-                                          "start model (epoch 0) and the epochs (see contrastext.uctopic.ccl)")
+                                          "start model (epoch 0) and the epochs (see contrastext.methods.uctopic.ccl)")
     central_fraction: float = Field(0.2, gt=0, le=1, description="t: the share of each cluster closest to its "
                                                                  "centroid that gets a pseudo label")
     pairs_per_instance: int = Field(1, ge=1)
@@ -177,7 +184,7 @@ class UCTopicConfig(Settings):
     def _consistent(self) -> "UCTopicConfig":
         if self.train.objective != "phrase":
             raise ValueError("train.objective must be 'phrase' for UCTopic")
-        from contrastext.uctopic.mlm import MLMSettings
+        from contrastext.methods.uctopic.mlm import MLMSettings
 
         MLMSettings.split_loss_params(self.train.loss.params)  # refuses bad mlm_* settings before any work
         for name in ("finetune", "mine"):

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
-from contrastext.uctopic.phrases import OffsetSentenceSplitter, PhraseInstance, SentenceSpan
+from contrastext.methods.uctopic.phrases import OffsetSentenceSplitter, PhraseInstance, SentenceSpan
 
 Extractor = Literal["auto", "spacy", "ngram"]
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’&\-]*[A-Za-z0-9]|[A-Za-z0-9]")

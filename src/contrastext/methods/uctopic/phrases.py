@@ -3,7 +3,7 @@
 * Wikipedia: every ``[[Target|anchor]]`` link of a page becomes an instance of the sentence holding it,
   keyed by its target page; two instances with the same target (or the same anchor text) are a positive pair.
 * CoNLL-style NER files: every entity is an instance, its type the gold label.
-* Raw documents: candidate phrases from :mod:`contrastext.uctopic.candidates`.
+* Raw documents: candidate phrases from :mod:`contrastext.methods.uctopic.candidates`.
 """
 
 from __future__ import annotations

@@ -20,8 +20,7 @@ from typing import Literal, Sequence
 import numpy as np
 
 from contrastext.clustering import Clusterer
-from contrastext.models.resolve import DEFAULT_MODEL
-from contrastext.uctopic.candidates import (
+from contrastext.methods.uctopic.candidates import (
     Extractor,
     NgramExtractor,
     NgramSettings,
@@ -29,14 +28,15 @@ from contrastext.uctopic.candidates import (
     document_phrases,
     fit_ngram_extractor,
 )
-from contrastext.uctopic.phrases import OffsetSentenceSplitter, PhraseInstance
-from contrastext.uctopic.topics import (
+from contrastext.methods.uctopic.phrases import OffsetSentenceSplitter, PhraseInstance
+from contrastext.methods.uctopic.topics import (
     Clustering,
     cluster_phrases,
     cluster_phrases_with,
     phrase_topics,
     topic_distributions,
 )
+from contrastext.models.resolve import DEFAULT_MODEL
 
 
 @dataclass
@@ -271,8 +271,8 @@ def phrase_encoder(encoder, max_length: int = 128, device: str | None = None, ba
     as a phrase encoder already (``encode(instances, batch_size=...)``)."""
     import os
 
+    from contrastext.methods.uctopic.encoder import PhraseEncoder
     from contrastext.models.encoder import TextEncoder
-    from contrastext.uctopic.encoder import PhraseEncoder
 
     if isinstance(encoder, (str, os.PathLike)):
         return PhraseEncoder.from_pretrained(encoder, max_length=max_length, device=device, backend=backend)

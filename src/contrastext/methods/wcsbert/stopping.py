@@ -7,7 +7,7 @@ from typing import Any
 
 class RoundStop:
     """Keeps the round with the best stopping signal: a dev set's accuracy (``use_dev``, the record's
-    ``eval_accuracy``), else the label-free guard (``guard``, see ``selftrain.guard``; ``guard_0`` is the
+    ``eval_accuracy``), else the label-free guard (``guard``, see ``methods.wcsbert.guard``; ``guard_0`` is the
     round-0 model's), else the last round. Stops after ``patience`` rounds without improvement, or when
     fewer than ``min_change`` of the pseudo-labels changed."""
 

@@ -5,10 +5,10 @@ UCTopic pretrains on two contexts of the same phrase. Without links, a phrase is
 - a **named span**: a run of capitalised words inside a sentence ("Manchester United", "Bank of England"),
   not a single capitalised word that opens the sentence (that is usually an ordinary word);
 - an **NPMI phrase**: a 2–3-word n-gram whose words occur together more than chance over the collection
-  (the n-gram extractor of :mod:`contrastext.uctopic.candidates`, fitted on a bounded sample of sentences).
+  (the n-gram extractor of :mod:`contrastext.methods.uctopic.candidates`, fitted on a bounded sample of sentences).
 
 Each mention's key is its lowercased text; the pretraining pairs two mentions of one key in different
-sentences (:func:`contrastext.uctopic.phrases.mention_pair_dataset`), so only repeated phrases count. No
+sentences (:func:`contrastext.methods.uctopic.phrases.mention_pair_dataset`), so only repeated phrases count. No
 label is read.
 """
 
@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from contrastext.uctopic.phrases import sentence_splitter
+from contrastext.methods.uctopic.phrases import sentence_splitter
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -35,7 +35,7 @@ _MIN_NAME_CHARS = 2
 
 @functools.lru_cache(maxsize=1)
 def _stop_words() -> frozenset[str]:
-    from contrastext.uctopic.candidates import stop_words
+    from contrastext.methods.uctopic.candidates import stop_words
 
     return stop_words()
 
@@ -91,7 +91,7 @@ def sentence_mentions(sentence: str, vocabulary: frozenset[tuple[str, ...]] | No
                       max_n: int = 3) -> list[tuple[int, int]]:
     """The named spans of a sentence, then its NPMI phrases (multi-word entries of ``vocabulary``) that do not
     overlap one, longest first."""
-    from contrastext.uctopic.candidates import ngrams
+    from contrastext.methods.uctopic.candidates import ngrams
 
     spans = named_spans(sentence)
     if vocabulary:
@@ -126,7 +126,7 @@ def mentions_of_batch(batch: pa.Table, vocabulary: list[list[str]], min_sentence
     """Ray Data: a batch of documents (``text``) → its mention rows (``sentence``, ``start``, ``end``, ``key``)."""
     import pyarrow as pa
 
-    from contrastext.uctopic.phrases import mention_schema
+    from contrastext.methods.uctopic.phrases import mention_schema
 
     grams = _vocabulary(tuple(tuple(g) for g in vocabulary))
     rows = list(document_mentions([t for t in batch.column("text").to_pylist() if t], grams,
@@ -143,7 +143,7 @@ def _vocabulary(grams: tuple[tuple[str, ...], ...]) -> frozenset[tuple[str, ...]
 def fit_phrase_vocabulary(texts: Sequence[str], *, max_vocabulary: int = 5000, min_count: int = 3,
                           min_npmi: float = 0.3) -> list[list[str]]:
     """The multi-word NPMI phrases of ``texts`` (a bounded sample of the collection), by count × (1 + NPMI)."""
-    from contrastext.uctopic.candidates import NgramExtractor, NgramSettings
+    from contrastext.methods.uctopic.candidates import NgramExtractor, NgramSettings
 
     sentences = [s.text for spans in sentence_splitter().split_many(list(texts)) for s in spans]
     fitted = NgramExtractor(NgramSettings(min_count=min_count, min_npmi=min_npmi,
