@@ -211,3 +211,25 @@ def test_the_guard_rolls_back_a_round_that_makes_the_model_worse(ray_session, ne
     degraded = WCSBert(record["model"], rounds=0, heads=["prompts"]).fit(texts, NEWS_LABELS).predict(NEWS_DOCUMENTS)
     right = sum(p == t for p, t in zip(degraded, news_untrained.predict(NEWS_DOCUMENTS)))
     assert right <= 3, degraded
+
+
+def test_the_class_and_the_job_share_one_settings_object_and_its_defaults():
+    from contrastext.methods.wcsbert.config import RoundsConfig, WCSBertConfig
+    from contrastext.methods.wcsbert.teachers import PromptTeacher, PrototypeTeacher
+    from contrastext.pipelines.wcsbert import method_of
+
+    job = WCSBertConfig()
+    assert WCSBert().config == job.rounds == RoundsConfig()
+    from_job = method_of(job)
+    assert from_job.config.model_dump(exclude={"text_positives", "train"}) == \
+        job.rounds.model_dump(exclude={"text_positives", "train"})
+    assert isinstance(WCSBert().teacher, PrototypeTeacher) and isinstance(from_job.teacher, PrototypeTeacher)
+    assert WCSBert().max_length == from_job.max_length == job.rounds.train.encoder.max_length
+    # a keyword is one field of the settings; the whole block works the same
+    assert isinstance(WCSBert(pseudo_labels="prompts").teacher, PromptTeacher)
+    assert WCSBert(rounds=3, heads=("prompts",)).config == RoundsConfig(rounds=3, heads=["prompts"])
+    assert WCSBert(config=RoundsConfig(rounds=3), patience=2).config == RoundsConfig(rounds=3, patience=2)
+    with pytest.raises(TypeError, match="unknown settings \\['round'\\].*'rounds'"):
+        WCSBert(round=3)
+    with pytest.raises(ValueError, match="rounds"):
+        WCSBert(rounds=-1)

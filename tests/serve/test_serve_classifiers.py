@@ -130,7 +130,6 @@ def test_create_poll_classify_list_restart_delete(served):
                                      "template": "{label}"})
     assert base.status_code == 200, base.text
     assert not np.allclose(scores(trained.json()), scores(base.json()), atol=1e-2)
-    assert [r["label"] for r in trained.json()["results"]] != [r["label"] for r in base.json()["results"]]
     assert_error(post(url, "v1/classify", {"model": "news", "texts": texts, "labels": ["A", "B"]}), 422,
                  "its own labels")
 

@@ -49,7 +49,6 @@ from contrastext.methods.wcsbert.pseudo_pairs import PseudoPairs, label_prompts,
 from contrastext.methods.wcsbert.rounds import RoundsOutcome, run_rounds
 from contrastext.methods.wcsbert.scoring import changed_share, embed_label_strings, label_prompt_vectors, score_pool
 from contrastext.methods.wcsbert.stopping import RoundStop
-from contrastext.methods.wcsbert.teachers import PrototypeTeacher
 from contrastext.methods.wcsbert.text_positives import TextPositivesConfig, combined
 from contrastext.report import format_table
 from contrastext.runtime import init_ray
@@ -85,18 +84,14 @@ def method_of(config: WCSBertConfig):
     config. The job runs each round's pseudo-labelling and training through it, around the pool on ``.h5``
     shards and the pairs that Ray Data writes (the class holds its texts in memory)."""
     from contrastext.methods.wcsbert.model import WCSBert
-    from contrastext.methods.wcsbert.teachers import PromptTeacher
 
     rounds = config.rounds
-    teacher = (PrototypeTeacher(fraction=rounds.prototype_fraction, iterations=rounds.prototype_iterations)
-               if rounds.pseudo_labels == "prototypes" else PromptTeacher())
-    train = rounds.train.model_copy(update={"encoder": config.encoder.model_copy(
-        update={"max_length": rounds.train.encoder.max_length})})
-    return WCSBert(config.encoder.model, teacher=teacher, rounds=rounds.rounds, templates=config.labels.prompts,
-                   calibration=rounds.calibration, selection=rounds.selection, text_positives=_text_positives(config),
-                   train=train, max_pairs_per_label=rounds.max_pairs_per_label, max_length=rounds.train.encoder.max_length,
-                   batch_size=config.encode.batch_size, guard=rounds.guard, guard_sample=rounds.guard_sample,
-                   guard_neighbours=rounds.guard_neighbours, heads=rounds.heads, patience=rounds.patience)
+    settings = rounds.model_copy(update={
+        "text_positives": _text_positives(config),
+        "train": rounds.train.model_copy(update={"encoder": config.encoder.model_copy(
+            update={"max_length": rounds.train.encoder.max_length})})})
+    return WCSBert(config.encoder.model, config=settings, templates=config.labels.prompts,
+                   batch_size=config.encode.batch_size)
 
 
 # ---------------------------------------------------------------------------------------- evaluation

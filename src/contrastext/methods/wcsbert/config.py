@@ -20,6 +20,7 @@ from contrastext.data.sources import TextSource, vital_articles
 from contrastext.data.vital import TOPIC_ALIASES, TOPICS
 from contrastext.methods.wcsbert.calibration import CalibrationConfig
 from contrastext.methods.wcsbert.pseudo_labels import SelectionConfig
+from contrastext.methods.wcsbert.teachers import PromptTeacher, PrototypeTeacher, Teacher
 from contrastext.methods.wcsbert.text_positives import TextPositivesConfig
 from contrastext.zeroshot import DEFAULT_TEMPLATE, validate_templates
 
@@ -146,7 +147,9 @@ def round_train() -> TrainConfig:
 
 
 class RoundsConfig(Settings):
-    """Stage 3: label the pool with the current model, train on the confident part, repeat."""
+    """Stage 3: label the pool with the current model, train on the confident part, repeat. The same settings
+    are ``WCSBert``'s (``WCSBert(config=...)`` or one keyword per field); ``init`` and ``reencode`` concern the
+    job's pool on ``.h5`` shards only."""
 
     rounds: int = Field(2, ge=0)
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
@@ -185,6 +188,12 @@ class RoundsConfig(Settings):
     guard_neighbours: int = Field(10, ge=1)
     patience: int = Field(1, ge=1, description="rounds without improvement of the stopping signal before stopping")
     min_change: float = Field(0.005, ge=0, description="stop when fewer than this share of pool labels change")
+
+    def teacher(self) -> Teacher:
+        """The teacher ``pseudo_labels`` names, with its settings."""
+        if self.pseudo_labels == "prototypes":
+            return PrototypeTeacher(fraction=self.prototype_fraction, iterations=self.prototype_iterations)
+        return PromptTeacher()
 
 
 class EvaluationConfig(Settings):

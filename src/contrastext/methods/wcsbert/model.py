@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 from scipy.special import softmax
 
-from contrastext.config import TrainConfig
 from contrastext.methods.training import (
     checked_texts,
     encoder_spec,
@@ -31,16 +31,16 @@ from contrastext.methods.training import (
     work_folder,
 )
 from contrastext.methods.wcsbert.calibration import CalibrationConfig, calibrate
-from contrastext.methods.wcsbert.config import round_train
+from contrastext.methods.wcsbert.config import RoundsConfig
 from contrastext.methods.wcsbert.guard import TextGuard, guard_fields
-from contrastext.methods.wcsbert.heads import HEAD_KINDS, LabelHead, head_kind
-from contrastext.methods.wcsbert.pseudo_labels import SelectionConfig, select
+from contrastext.methods.wcsbert.heads import LabelHead, head_kind
+from contrastext.methods.wcsbert.pseudo_labels import select
 from contrastext.methods.wcsbert.pseudo_pairs import text_pairs
 from contrastext.methods.wcsbert.rounds import run_rounds
 from contrastext.methods.wcsbert.scoring import changed_share, label_prompt_vectors
 from contrastext.methods.wcsbert.stopping import RoundStop
-from contrastext.methods.wcsbert.teachers import PromptTeacher, Teacher
-from contrastext.methods.wcsbert.text_positives import TextPositivesConfig, combined, text_positive_pairs
+from contrastext.methods.wcsbert.teachers import Teacher
+from contrastext.methods.wcsbert.text_positives import combined, text_positive_pairs
 from contrastext.models.resolve import DEFAULT_MODEL
 from contrastext.zeroshot import LabelSet, ZeroShotClassifier, validate_template, validate_templates
 
@@ -50,17 +50,21 @@ MANIFEST = "wcsbert.json"
 class WCSBert:
     """``fit(texts, labels, aliases)`` self-trains ``encoder`` for the label names; ``predict`` then classifies.
 
-    ``teacher``: a ``PromptTeacher`` (the default: each text's best label prompt) or a ``PrototypeTeacher``
-    (its nearest label prototype), or any object with their ``scores`` method. ``template`` puts a label (or
-    alias) into the prompt (default "{label}"); ``templates`` instead gives several, ensembled: a label string
-    stands for the renormalised mean of its prompts' unit embeddings, in scoring and predicting alike, and the
-    training pairs' positives are the first template's prompts (``methods.wcsbert.pseudo_pairs``).
-    ``calibration``: correct the teacher's scores by each label's share of the texts before selecting
-    (``methods.wcsbert.calibration``; True: its default settings; off by default).
-    ``text_positives``: text–text pairs beside the label-prompt ones, two word spans of a kept text (off by
-    default) and two kept texts of one pseudo-label (on by default; ``methods.wcsbert.text_positives``).
-    ``train``: a round's training settings (default: the job's, MNR at batch 32).
-    ``predict_proba`` is a softmax of the label scores (cosines) over ``temperature``.
+    **Settings.** The class and the ``wcsbert_selftrain`` job share one settings object,
+    :class:`~contrastext.methods.wcsbert.config.RoundsConfig` (the job's ``rounds:`` block), so every default is
+    the job's: pass ``config=RoundsConfig(...)``, or any of its fields as a keyword (``rounds=3``,
+    ``pseudo_labels="prompts"``, ``selection=SelectionConfig(...)``, ``calibration=True`` for its default
+    settings); an unknown keyword is an error that lists the fields. ``init`` and ``reencode`` concern the job's
+    pool on ``.h5`` shards only.
+
+    ``teacher``: what labels the texts (default: the one ``pseudo_labels`` names, the prototype teacher: each
+    text's nearest label prototype); a ``PromptTeacher`` (each text's best label prompt) or any object with their
+    ``scores`` method. ``template`` puts a label (or alias) into the prompt (default "{label}"); ``templates``
+    instead gives several, ensembled: a label string stands for the renormalised mean of its prompts' unit
+    embeddings, in scoring and predicting alike, and the training pairs' positives are the first template's
+    prompts (``methods.wcsbert.pseudo_pairs``). ``max_length``: tokens read of each text (default: a round's
+    training length, ``train.encoder.max_length``). ``predict_proba`` is a softmax of the label scores (cosines)
+    over ``temperature``.
 
     ``guard`` (on by default, as in the job): the label-free check of ``methods.wcsbert.guard`` over a seeded
     sample of ``guard_sample`` texts; the model kept is the round's (or the round-0 model's) whose labels best
@@ -76,42 +80,46 @@ class WCSBert:
     temporary folder removed at the end of ``fit``.
     """
 
-    def __init__(self, encoder: Any = DEFAULT_MODEL, *, teacher: Teacher | None = None, rounds: int = 2,
-                 template: str | None = None, templates: Sequence[str] | None = None,
-                 calibration: bool | CalibrationConfig = False, selection: SelectionConfig | None = None,
-                 text_positives: TextPositivesConfig | None = None,
-                 train: TrainConfig | None = None, max_pairs_per_label: int | None = 5000, max_length: int = 128,
-                 batch_size: int = 64, temperature: float = 0.05, guard: bool = True, guard_sample: int = 20_000,
-                 guard_neighbours: int = 10, heads: Sequence[str] = ("prompts", "prototypes"), patience: int = 1,
-                 work_dir: str | os.PathLike[str] | None = None):
-        if rounds < 0:
-            raise ValueError(f"rounds must be ≥ 0, got {rounds}")
-        if patience < 1 or guard_sample < 2 or guard_neighbours < 1:
-            raise ValueError("patience and guard_neighbours must be ≥ 1, guard_sample ≥ 2")
+    def __init__(self, encoder: Any = DEFAULT_MODEL, *, config: RoundsConfig | None = None,
+                 teacher: Teacher | None = None, template: str | None = None, templates: Sequence[str] | None = None,
+                 max_length: int | None = None, batch_size: int = 64, temperature: float = 0.05,
+                 work_dir: str | os.PathLike[str] | None = None, **settings: Any):
         if template is not None and templates is not None:
             raise ValueError("give template (one prompt) or templates (an ensemble), not both")
-        unknown = [kind for kind in heads if kind not in HEAD_KINDS]
-        if unknown or not heads:
-            raise ValueError(f"heads must be some of {list(HEAD_KINDS)}, got {list(heads)}")
+        if isinstance(settings.get("calibration"), bool):
+            settings["calibration"] = CalibrationConfig(enabled=settings["calibration"])
+        if "heads" in settings:
+            settings["heads"] = list(settings["heads"])
+        unknown = sorted(set(settings) - set(RoundsConfig.model_fields))
+        if unknown:
+            raise TypeError(f"WCSBert got unknown settings {unknown}; a setting is a field of "
+                            f"contrastext.methods.wcsbert.config.RoundsConfig: {sorted(RoundsConfig.model_fields)}")
+        base = (config or RoundsConfig()).model_dump()
+        try:
+            # None stands for the default, except where None is a setting of its own (no cap on pairs)
+            given = {k: v for k, v in settings.items() if v is not None or k == "max_pairs_per_label"}
+            self.config = RoundsConfig.model_validate({**base, **given})
+        except ValidationError as error:
+            raise ValueError(str(error)) from None
+        config = self.config
         self.encoder = encoder
-        self.teacher: Teacher = teacher if teacher is not None else PromptTeacher()
-        self.rounds = rounds
+        self.teacher: Teacher = teacher if teacher is not None else config.teacher()
+        self.rounds = config.rounds
         self.templates = validate_templates(templates) if templates is not None else None
         self.template = self.templates[0] if self.templates else validate_template(template or "{label}")
-        self.calibration = (calibration if isinstance(calibration, CalibrationConfig)
-                            else CalibrationConfig(enabled=bool(calibration)))
-        self.selection = selection or SelectionConfig()
-        self.text_positives = (text_positives or TextPositivesConfig()).resolved()
-        self.train = train or round_train()
-        self.max_pairs_per_label = max_pairs_per_label
-        self.max_length = max_length
+        self.calibration = config.calibration
+        self.selection = config.selection
+        self.text_positives = config.text_positives.resolved()
+        self.train = config.train
+        self.max_pairs_per_label = config.max_pairs_per_label
+        self.max_length = max_length or config.train.encoder.max_length
         self.batch_size = batch_size
         self.temperature = temperature
-        self.guard = guard
-        self.guard_sample = guard_sample
-        self.guard_neighbours = guard_neighbours
-        self.heads = tuple(heads)
-        self.patience = patience
+        self.guard = config.guard
+        self.guard_sample = config.guard_sample
+        self.guard_neighbours = config.guard_neighbours
+        self.heads = tuple(config.heads)
+        self.patience = config.patience
         self.work_dir = work_dir
         self.encoder_ = None
         self.head_: LabelHead | None = None
@@ -162,7 +170,8 @@ class WCSBert:
                  if self.guard else None)
         guard_0 = guard.score() if guard is not None else None
         self.guard_round_0_ = guard_fields(guard_0) if guard_0 is not None else None
-        stop = RoundStop(self.rounds, patience=self.patience, guard_0=guard_0.value if guard_0 is not None else None)
+        stop = RoundStop(self.rounds, patience=self.patience, min_change=self.config.min_change,
+                         guard_0=guard_0.value if guard_0 is not None else None)
         runner = _RoundsInMemory(self, texts, folder, encoder, on_round)
         outcome = run_rounds(runner, encoder, self.rounds, stop, guard, guard_0)
         self.chosen_round_, self.stop_reason_ = outcome.chosen_round, stop.reason
