@@ -113,3 +113,22 @@ def test_each_epoch_trains_from_the_one_before_and_the_start_vectors_stay():
     # after the loop only the start model's vectors (the anchor) and the last epoch's are held
     assert sorted(runner.embeddings) == [0, 2]
     assert outcome.chosen["epoch"] == 2  # the tightest clusters, the same partition as the start
+
+
+def test_the_start_choice_passes_a_scrambled_pretrained_model_and_takes_a_tighter_one():
+    from contrastext.methods.uctopic.ccl import choose_start
+
+    instances = _instances()
+    types = np.array([list(CONTEXTS).index(inst.label) for inst in instances])
+    scrambled = np.random.default_rng(5).integers(0, 3, len(instances))
+    vectors = {"untrained": _vectors(types, 0, 1.0), "scrambled": _vectors(scrambled, 1, 0.2),
+               "tighter": _vectors(types, 2, 0.4)}
+    gold = [inst.label for inst in instances]
+    chosen, rows = choose_start(instances, ["untrained", "scrambled", "tighter"], 3, vectors.__getitem__, gold=gold)
+    untrained, scrambled_row, tighter = rows
+    assert [row["model"] for row in rows] == ["untrained", "scrambled", "tighter"]
+    assert scrambled_row["gold_nmi"] < 0.1 and tighter["gold_nmi"] > 0.9  # the built-in answer
+    assert scrambled_row["silhouette"] > tighter["silhouette"]  # own silhouette alone would take the scrambled one
+    assert chosen == "tighter" and tighter["anchored_silhouette"] > untrained["anchored_silhouette"]
+    # without a better candidate the anchor itself is kept
+    assert choose_start(instances, ["untrained", "scrambled"], 3, vectors.__getitem__)[0] == "untrained"

@@ -8,6 +8,7 @@ import pytest
 from uctopic_data import conll_text, pages_jsonl
 
 from contrastext.config import load_config
+from contrastext.errors import InputError
 from contrastext.methods.uctopic.config import PhraseSource, UCTopicConfig
 from contrastext.methods.uctopic.encoder import PhraseEncoder
 from contrastext.methods.uctopic.mlm import MLM_HEAD_WEIGHTS
@@ -149,3 +150,25 @@ def test_finetune_without_epochs_delivers_the_start_model_and_scores_it(tiny_enc
     assert np.allclose(delivered, PhraseEncoder.from_pretrained(str(tiny_encoder_dir)).encode(spans), atol=1e-5)
     assert "delivered (by anchored_silhouette) | epoch 0 (the start model)" in " ".join(
         (Path(summary["run_dir"]) / "report.md").read_text().split())
+
+
+def test_finetune_scores_start_candidates_from_a_run_folder_and_names_an_empty_one(tiny_encoder_dir, tmp_path):
+    import shutil
+
+    run = tmp_path / "pretrain-run"
+    for folder in ("model", "train/checkpoint_step000000004/model"):
+        shutil.copytree(tiny_encoder_dir, run / folder)
+    conll = _conll(tmp_path / "mini.conll")
+    summary = run_uctopic(_config(tmp_path, str(tiny_encoder_dir), "finetune", **{
+        "finetune.data.conll": str(conll), "finetune.epochs": 0, "finetune.start_candidates": [str(run)]}))
+    rows = summary["start_candidates"]
+    assert [row["model"] for row in rows] == [str(tiny_encoder_dir), str(run / "model"),
+                                              str(run / "train/checkpoint_step000000004/model")]
+    # the same weights score the same: the anchor, first, is kept on a tie, and CCL (no epoch here) starts there
+    assert len({round(row["anchored_silhouette"], 6) for row in rows}) == 1
+    assert summary["start_model"] == str(tiny_encoder_dir) == summary["epochs"][0]["model"]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="empty holds no model"):
+        run_uctopic(_config(tmp_path, str(tiny_encoder_dir), "finetune", **{
+            "finetune.data.conll": str(conll), "finetune.epochs": 0,
+            "finetune.start_candidates": [str(tmp_path / "empty")], "output.name": "other"}))

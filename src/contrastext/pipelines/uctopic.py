@@ -26,6 +26,7 @@ import numpy as np
 
 from contrastext import storage
 from contrastext.config import OutputConfig
+from contrastext.errors import InputError
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.methods.uctopic.config import EntityEvalSettings, TopicSettings, UCTopicConfig
 from contrastext.methods.uctopic.phrases import PhraseInstance
@@ -241,7 +242,7 @@ def _pretraining_pairs(config: UCTopicConfig):
 
 def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
     from contrastext.methods.epochs import run_epochs
-    from contrastext.methods.uctopic.ccl import CCLEpochs
+    from contrastext.methods.uctopic.ccl import START_SCORE, CCLEpochs, choose_start
     from contrastext.methods.uctopic.sources import load_phrase_source
     from contrastext.methods.uctopic.topics import cluster_phrases
     from contrastext.runtime import init_ray
@@ -275,7 +276,16 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
                                      seed=config.seed, nredo=config.evaluation.nredo)
         k, silhouette_by_k = clustering.k, clustering.silhouette_by_k
     timings["cluster"] = stage.seconds
-    runner = CCLEpochs(instances, config.model, int(k), encode=encode, train=_ccl_trainer(config, run_dir),
+    start, start_rows = config.model, None
+    if settings.start_candidates:
+        start, start_rows = choose_start(instances, [config.model, *start_candidates(settings.start_candidates)],
+                                         int(k), encode, gold=gold, seed=config.seed, nredo=config.evaluation.nredo)
+        for row in start_rows:
+            _say(_start_line(row, start))
+        _say(f"CCL starts from {start} (best {START_SCORE} of {len(start_rows)} candidates, anchored to "
+             f"{config.model})")
+        timings["start_choice"] = stage.seconds - timings["cluster"]
+    runner = CCLEpochs(instances, start, int(k), encode=encode, train=_ccl_trainer(config, run_dir),
                        make_pairs=_ccl_pair_maker(config, instances, gold), gold=gold, seed=config.seed,
                        nredo=config.evaluation.nredo)
     if settings.epochs:
@@ -306,7 +316,9 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
     last = epochs[-1]
     summary = {"stage": "finetune", "source": loaded.source, "counts": loaded.counts, "k": k,
                "silhouette_by_k": silhouette_by_k, "central_fraction": settings.central_fraction,
-               "select_by": settings.select_by, "epochs": [_json_row(r) for r in epochs],
+               "select_by": settings.select_by, "start_model": start,
+               "start_candidates": [_json_row(r) for r in start_rows] if start_rows else None,
+               "epochs": [_json_row(r) for r in epochs],
                "chosen_epoch": chosen["epoch"], "oracle_epoch": oracle["epoch"] if oracle else None,
                "pairs": sum(r.get("pairs", 0) for r in epochs), "steps": sum(r.get("steps", 0) for r in epochs),
                "final_loss": last.get("last_loss"), "labelled_instances": last.get("labelled_instances", 0),
@@ -375,6 +387,28 @@ def _ccl_trainer(config: UCTopicConfig, run_dir: str):
                                    "train_s": result.seconds}
 
     return train
+
+
+def start_candidates(entries: Sequence[str]) -> list[str]:
+    """The models of ``finetune.start_candidates``: a model as given, or a run folder's model and checkpoints
+    (every folder under it holding ``modules.json``), in path order."""
+    models = []
+    for entry in entries:
+        if not storage.is_dir(entry) or storage.is_file(storage.join(entry, "modules.json")):
+            models.append(entry)
+            continue
+        found = sorted({storage.folder_of(f) for f in storage.list_files(entry, "modules.json", recursive=True)})
+        if not found:
+            raise InputError(f"finetune.start_candidates: {entry} holds no model (no modules.json under it)")
+        models += found
+    return list(dict.fromkeys(models))
+
+
+def _start_line(row: dict[str, Any], chosen: str) -> str:
+    gold = f", gold NMI {row['gold_nmi']:.3f}" if "gold_nmi" in row else ""
+    mark = "  <- starts CCL" if row["model"] == chosen else ""
+    return (f"start candidate {row['candidate']} {row['model']}: silhouette {row['silhouette']:.3f}, "
+            f"anchored {row['anchored_silhouette']:.3f}{gold}{mark}")
 
 
 def _publish(model: str, destination: str, config: UCTopicConfig) -> str:

@@ -118,3 +118,26 @@ class CCLEpochs:
         from contrastext.data.documents import tfidf_matrix
 
         return tfidf_matrix(mention_masked_sentences(self.instances))
+
+
+START_SCORE = "anchored_silhouette"
+
+
+def choose_start(instances: Sequence[PhraseInstance], models: Sequence[str], k: int,
+                 encode: Callable[[str], np.ndarray], *, gold: Sequence[str] | None = None, seed: int = 0,
+                 nredo: int = 3, score: str = START_SCORE) -> tuple[str, list[dict[str, Any]]]:
+    """The start model for CCL among ``models`` (the first, usually the untrained encoder, is the anchor):
+    each clusters the instances (k-means, ``k``) and its clusters get the epochs' label-free scores; the best
+    by ``score`` is chosen (the earlier one on a tie). Returns it and one row per candidate."""
+    scorer = CCLEpochs(instances, models[0], k, encode=encode, train=None, make_pairs=None,  # type: ignore[arg-type]
+                       gold=gold, seed=seed, nredo=nredo)
+    rows = []
+    for i, model in enumerate(models):
+        embeddings = encode(model)
+        if i == 0:
+            scorer.embeddings[0] = embeddings
+        result = spherical_kmeans(embeddings, k, seed=seed, nredo=nredo)
+        rows.append({"candidate": i, "model": model, **scorer.scores(embeddings, result.assignments)})
+    scored = [row for row in rows if not math.isnan(row[score])]
+    chosen = max(scored, key=lambda row: (row[score], -row["candidate"])) if scored else rows[0]
+    return chosen["model"], rows

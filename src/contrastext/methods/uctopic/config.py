@@ -139,6 +139,10 @@ class FinetuneSettings(Settings):
     select_by: CCLSelectBy = Field(
         "anchored_silhouette", description="the label-free score that picks the delivered model among the "
                                           "start model (epoch 0) and the epochs (see contrastext.methods.uctopic.ccl)")
+    start_candidates: list[str] = Field(
+        default_factory=list, description="other start models scored beside `model` before CCL (a pretraining "
+        "run's folder stands for its model and every checkpoint it kept): the best by anchored_silhouette, "
+        "anchored to `model`, is the one CCL starts from (contrastext.methods.uctopic.ccl.choose_start)")
     central_fraction: float = Field(0.2, gt=0, le=1, description="t: the share of each cluster closest to its "
                                                                  "centroid that gets a pseudo label")
     pairs_per_instance: int = Field(1, ge=1)
