@@ -30,8 +30,8 @@ RULES = ("silhouette", "context_silhouette", "start_silhouette", "anchored_silho
 
 
 def score_set(entity_set, models: list[str], encoders: dict, args: argparse.Namespace) -> list[dict]:
-    from contrastext.clustering import spherical_kmeans
-    from contrastext.methods.uctopic.ccl import CCLEpochs
+    """Every candidate's row of the job's start choice (``choose_start``) on one entity set."""
+    from contrastext.methods.uctopic.ccl import choose_start
     from contrastext.methods.uctopic.phrases import read_conll_entities
     from contrastext.methods.uctopic.sources import sample_instances
 
@@ -39,15 +39,8 @@ def score_set(entity_set, models: list[str], encoders: dict, args: argparse.Name
                                 documents=entity_set.documents)
     instances = sample_instances(found, args.max_instances, args.seed)
     gold = [inst.label for inst in instances]
-    k = len(set(gold))
-    scorer = CCLEpochs(instances, models[0], k, encode=None, train=None, make_pairs=None, gold=gold, seed=args.seed)
-    rows = []
-    for i, model in enumerate(models):
-        embeddings = encoders[model].encode(instances, batch_size=64)
-        if i == 0:
-            scorer.embeddings[0] = embeddings
-        result = spherical_kmeans(embeddings, k, seed=args.seed, nredo=3)
-        rows.append({"model": model, **scorer.scores(embeddings, result.assignments)})
+    _, rows = choose_start(instances, models, len(set(gold)),
+                           lambda model: encoders[model].encode(instances, batch_size=64), gold=gold, seed=args.seed)
     return rows
 
 

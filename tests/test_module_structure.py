@@ -116,8 +116,14 @@ def test_a_moved_module_names_its_new_home():
         assert new in _modules(), new
         with pytest.raises(ModuleNotFoundError) as failed:
             importlib.import_module(old + ".teachers" if old.endswith("selftrain") else old)
-        missing = failed.value.name  # the old path, or the old package above it
+        missing = failed.value.name  # the old path, or the old package above it, which names its members' homes
         assert _inside(old, missing) and f"{missing} moved to {new_home(missing)}" in str(failed.value)
+        assert new in str(failed.value)
+    # the names of a module that became a package still import from it
+    from contrastext.methods.shuffle_divide import ShuffleDivide, save_clusters
+    from contrastext.methods.shuffle_divide.model import save_clusters as saved_at_home
+
+    assert save_clusters is saved_at_home and ShuffleDivide.__module__ == "contrastext.methods.shuffle_divide.model"
 
 
 def _cycles(graph: dict[str, frozenset[str]]) -> list[list[str]]:

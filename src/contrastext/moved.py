@@ -33,7 +33,10 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path=None, target=None):
         home = new_home(fullname)
         if home is not None:
-            raise ModuleNotFoundError(f"{fullname} moved to {home}: import it from there", name=fullname)
+            # the import of an old package's module stops at the package: name where its modules went too
+            members = [f"{old} to {new}" for old, new in MOVED.items() if old.startswith(fullname + ".")]
+            also = f" ({'; '.join(members)})" if members else ""
+            raise ModuleNotFoundError(f"{fullname} moved to {home}{also}: import it from there", name=fullname)
         return None
 
 

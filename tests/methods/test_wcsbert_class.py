@@ -141,7 +141,7 @@ def test_the_teacher_given_chooses_the_pseudo_labels(ray_session, tiny_encoder_d
     assert model.history_[0]["kept"] == len(expected.kept) == 12
     untrained = WCSBert(str(tiny_encoder_dir), rounds=0, heads=["prompts"]).fit(texts, labels)
     prompts = select(untrained.scores(texts), model.selection)
-    assert len(set(prompts.label.tolist())) == 1  # what the default teacher would have trained on
+    assert len(set(prompts.label.tolist())) == 1  # what the prompt teacher would have trained on
     assert set(model.predict(texts)) <= set(labels)
 
     # the only head asked for is delivered: the prototypes of the kept model's labels, saved and loaded as such
@@ -219,7 +219,8 @@ def test_the_class_and_the_job_share_one_settings_object_and_its_defaults():
     from contrastext.pipelines.wcsbert import method_of
 
     job = WCSBertConfig()
-    assert WCSBert().config == job.rounds == RoundsConfig()
+    assert WCSBert().config.model_dump(exclude={"text_positives"}) == job.rounds.model_dump(exclude={"text_positives"})
+    assert WCSBert().config.text_positives == job.rounds.text_positives.resolved(plain_texts=True)  # texts in memory
     from_job = method_of(job)
     assert from_job.config.model_dump(exclude={"text_positives", "train"}) == \
         job.rounds.model_dump(exclude={"text_positives", "train"})
@@ -227,8 +228,13 @@ def test_the_class_and_the_job_share_one_settings_object_and_its_defaults():
     assert WCSBert().max_length == from_job.max_length == job.rounds.train.encoder.max_length
     # a keyword is one field of the settings; the whole block works the same
     assert isinstance(WCSBert(pseudo_labels="prompts").teacher, PromptTeacher)
-    assert WCSBert(rounds=3, heads=("prompts",)).config == RoundsConfig(rounds=3, heads=["prompts"])
-    assert WCSBert(config=RoundsConfig(rounds=3), patience=2).config == RoundsConfig(rounds=3, patience=2)
+    assert WCSBert(rounds=3, heads="prompts").config.heads == ["prompts"] == WCSBert(heads=("prompts",)).config.heads
+    assert WCSBert(heads=None).config.heads == RoundsConfig().heads
+    both = WCSBert(config=RoundsConfig(rounds=3), patience=2).config
+    assert (both.rounds, both.patience) == (3, 2)
+    calibrated = RoundsConfig(calibration={"enabled": False, "iterations": 7})
+    assert WCSBert(config=calibrated, calibration=True).calibration.model_dump() == \
+        calibrated.calibration.model_copy(update={"enabled": True}).model_dump()
     with pytest.raises(TypeError, match="unknown settings \\['round'\\].*'rounds'"):
         WCSBert(round=3)
     with pytest.raises(ValueError, match="rounds"):

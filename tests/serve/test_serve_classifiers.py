@@ -116,7 +116,7 @@ def test_create_poll_classify_list_restart_delete(served):
     (manifest,) = list(manifest)
     assert (manifest.parent / "model" / "wcsbert.json").is_file()
 
-    # classified at once, with its own labels and template, and not as the base model does
+    # classified at once, with its own labels and template, and with its own weights (not the base model's scores)
     texts = NEWS_DOCUMENTS
     trained = post(url, "v1/classify", {"model": "news", "texts": texts})
     assert trained.status_code == 200, trained.text

@@ -172,3 +172,17 @@ def test_finetune_scores_start_candidates_from_a_run_folder_and_names_an_empty_o
         run_uctopic(_config(tmp_path, str(tiny_encoder_dir), "finetune", **{
             "finetune.data.conll": str(conll), "finetune.epochs": 0,
             "finetune.start_candidates": [str(tmp_path / "empty")], "output.name": "other"}))
+
+
+def test_start_candidates_expand_run_folders_to_their_models_only(tiny_encoder_dir, tmp_path):
+    import shutil
+
+    from contrastext.pipelines.uctopic import start_candidates
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_encoder_dir, run / "model")  # a sentence-transformers folder, modules inside
+    hf = run / "train" / "hf"
+    hf.mkdir(parents=True)
+    (hf / "config.json").write_text("{}")  # a plain Hugging Face folder counts as a model too
+    assert start_candidates([str(run), "bundled:minilm"]) == [str(run / "model"), str(hf), "bundled:minilm"]
+    assert start_candidates([str(run / "model")]) == [str(run / "model")]

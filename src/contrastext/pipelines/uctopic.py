@@ -256,15 +256,17 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
         return done
     stage.begin(run_dir)  # the fits train in the stage's folder: only an attempt with these settings resumes them
     settings = config.finetune
+    candidates = start_candidates(settings.start_candidates)  # a wrong folder fails before any work
     loaded = load_phrase_source(settings.data, config.seed)
     instances = loaded.instances
     gold = [inst.label for inst in instances] if all(inst.label for inst in instances) else None
     encoded: dict[str, np.ndarray] = {}
 
     def encode(model: str) -> np.ndarray:
-        if model not in encoded:  # the start model's vectors serve both the choice of k and epoch 0
+        if model not in encoded:  # `model`'s vectors (k, the start choice's anchor, epoch 0) and the latest
             with storage.local_copy(model) if storage.is_uri(model) else nullcontext(model) as folder:
-                encoded.clear()
+                for other in [m for m in encoded if m != config.model]:
+                    del encoded[other]
                 encoded[model] = _encode(_load_encoder(str(folder), config), instances, config, "phrase instances")
         return encoded[model]
 
@@ -277,8 +279,8 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
         k, silhouette_by_k = clustering.k, clustering.silhouette_by_k
     timings["cluster"] = stage.seconds
     start, start_rows = config.model, None
-    if settings.start_candidates:
-        start, start_rows = choose_start(instances, [config.model, *start_candidates(settings.start_candidates)],
+    if candidates:
+        start, start_rows = choose_start(instances, list(dict.fromkeys([config.model, *candidates])),
                                          int(k), encode, gold=gold, seed=config.seed, nredo=config.evaluation.nredo)
         for row in start_rows:
             _say(_start_line(row, start))
@@ -389,17 +391,25 @@ def _ccl_trainer(config: UCTopicConfig, run_dir: str):
     return train
 
 
+MODEL_FILES = ("modules.json", "config.json")  # a sentence-transformers folder, or a plain Hugging Face one
+
+
 def start_candidates(entries: Sequence[str]) -> list[str]:
-    """The models of ``finetune.start_candidates``: a model as given, or a run folder's model and checkpoints
-    (every folder under it holding ``modules.json``), in path order."""
+    """The models of ``finetune.start_candidates``: a model as given (a spec or a model folder), or a run
+    folder's model and checkpoints (every folder under it holding a model), in path order."""
     models = []
     for entry in entries:
-        if not storage.is_dir(entry) or storage.is_file(storage.join(entry, "modules.json")):
+        if not storage.is_dir(entry) or any(storage.is_file(storage.join(entry, name)) for name in MODEL_FILES):
             models.append(entry)
             continue
-        found = sorted({storage.folder_of(f) for f in storage.list_files(entry, "modules.json", recursive=True)})
+        st_models = {storage.folder_of(f) for f in storage.list_files(entry, "modules.json", recursive=True)}
+        hf_models = {folder for folder in (storage.folder_of(f) for f in storage.list_files(entry, "config.json",
+                                                                                              recursive=True))
+                     if not any(folder == m or folder.startswith(m.rstrip("/") + "/") for m in st_models)}
+        found = sorted(st_models | hf_models)  # a module's config.json inside a model folder is not a model
         if not found:
-            raise InputError(f"finetune.start_candidates: {entry} holds no model (no modules.json under it)")
+            raise InputError(f"finetune.start_candidates: {entry} holds no model (no modules.json or config.json "
+                             "under it)")
         models += found
     return list(dict.fromkeys(models))
 

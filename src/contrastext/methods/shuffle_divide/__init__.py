@@ -17,4 +17,5 @@ if TYPE_CHECKING:
     from contrastext.methods.shuffle_divide.model import ShuffleDivide
 
 __getattr__, __dir__ = lazy_attributes(__name__, {"ShuffleDivide": "contrastext.methods.shuffle_divide.model"},
-                                       globals(), __all__)
+                                       globals(), __all__,
+                                       fallback="contrastext.methods.shuffle_divide.model")

@@ -16,4 +16,5 @@ if TYPE_CHECKING:
     from contrastext.methods.supcon.model import SupConClassifier
 
 __getattr__, __dir__ = lazy_attributes(__name__, {"SupConClassifier": "contrastext.methods.supcon.model"},
-                                       globals(), __all__)
+                                       globals(), __all__,
+                                       fallback="contrastext.methods.supcon.model")

@@ -19,5 +19,5 @@ __all__ = ["WCSBert"]
 if TYPE_CHECKING:
     from contrastext.methods.wcsbert.model import WCSBert
 
-__getattr__, __dir__ = lazy_attributes(__name__, {"WCSBert": "contrastext.methods.wcsbert.model"}, globals(),
-                                       __all__)
+__getattr__, __dir__ = lazy_attributes(__name__, {"WCSBert": "contrastext.methods.wcsbert.model"}, globals(), __all__,
+                                       fallback="contrastext.methods.wcsbert.model")

@@ -86,9 +86,12 @@ class WCSBert:
                  work_dir: str | os.PathLike[str] | None = None, **settings: Any):
         if template is not None and templates is not None:
             raise ValueError("give template (one prompt) or templates (an ensemble), not both")
-        if isinstance(settings.get("calibration"), bool):
-            settings["calibration"] = CalibrationConfig(enabled=settings["calibration"])
-        if "heads" in settings:
+        base_calibration = config.calibration if config is not None else CalibrationConfig()
+        if isinstance(settings.get("calibration"), bool):  # on or off, with the given block's other settings
+            settings["calibration"] = base_calibration.model_copy(update={"enabled": settings["calibration"]})
+        if isinstance(settings.get("heads"), str):
+            settings["heads"] = [settings["heads"]]
+        elif settings.get("heads") is not None:
             settings["heads"] = list(settings["heads"])
         unknown = sorted(set(settings) - set(RoundsConfig.model_fields))
         if unknown:
@@ -101,6 +104,8 @@ class WCSBert:
             self.config = RoundsConfig.model_validate({**base, **given})
         except ValidationError as error:
             raise ValueError(str(error)) from None
+        # same_label=None settles to on for texts in memory: the settings show what runs
+        self.config = self.config.model_copy(update={"text_positives": self.config.text_positives.resolved()})
         config = self.config
         self.encoder = encoder
         self.teacher: Teacher = teacher if teacher is not None else config.teacher()
@@ -109,7 +114,7 @@ class WCSBert:
         self.template = self.templates[0] if self.templates else validate_template(template or "{label}")
         self.calibration = config.calibration
         self.selection = config.selection
-        self.text_positives = config.text_positives.resolved()
+        self.text_positives = config.text_positives
         self.train = config.train
         self.max_pairs_per_label = config.max_pairs_per_label
         self.max_length = max_length or config.train.encoder.max_length
@@ -292,8 +297,7 @@ class WCSBert:
         new_prompts = kwargs.get("template") is not None or kwargs.get("templates") is not None
         if new_prompts:
             saved = {}
-        if manifest.get("max_length"):
-            saved["max_length"] = manifest["max_length"]
+        saved["max_length"] = manifest.get("max_length") or 128  # a folder saved before it was recorded: 128
         start = kwargs.pop("encoder", str(path))  # what a later fit starts from; predictions use the saved model
         model = cls(start, **{**saved, "temperature": manifest["temperature"], **kwargs})
         model.encoder_ = load_text_encoder(str(path), model.max_length)
