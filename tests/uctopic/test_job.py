@@ -186,3 +186,11 @@ def test_start_candidates_expand_run_folders_to_their_models_only(tiny_encoder_d
     (hf / "config.json").write_text("{}")  # a plain Hugging Face folder counts as a model too
     assert start_candidates([str(run), "bundled:minilm"]) == [str(run / "model"), str(hf), "bundled:minilm"]
     assert start_candidates([str(run / "model")]) == [str(run / "model")]
+    # the stage's marker compares the models the folder stands for: a checkpoint added since runs it again
+    from contrastext.pipelines.uctopic import training_stage
+
+    config = _config(tmp_path, str(tiny_encoder_dir), "finetune", **{"finetune.start_candidates": [str(run)]})
+    before = training_stage(config, str(tmp_path / "out")).settings
+    shutil.copytree(tiny_encoder_dir, run / "checkpoint_step000000009" / "model")
+    after = training_stage(config, str(tmp_path / "out")).settings
+    assert len(after["finetune"]["start_candidates"]) == len(before["finetune"]["start_candidates"]) + 1

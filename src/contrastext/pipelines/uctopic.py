@@ -573,8 +573,12 @@ def _stage_settings(config: UCTopicConfig) -> dict[str, Any]:
     """What a training stage's outputs depend on: the model, its own settings, training, evaluation."""
     dumped = config.model_dump(mode="json")
     train = {k: v for k, v in dumped["train"].items() if k not in _RUN_ONLY_TRAIN_SETTINGS}
+    stage = dumped[config.stage]
+    if config.stage == "finetune" and config.finetune.start_candidates:
+        # the models a run folder stands for now: a checkpoint added since makes the stage run again
+        stage = {**stage, "start_candidates": start_candidates(config.finetune.start_candidates)}
     return {"model": config.model, "max_length": config.max_length, "seed": config.seed,
-            config.stage: dumped[config.stage], "train": train, "evaluation": dumped["evaluation"]}
+            config.stage: stage, "train": train, "evaluation": dumped["evaluation"]}
 
 
 def training_stage(config: UCTopicConfig, run_dir: str) -> Stage:
