@@ -37,8 +37,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+import ray  # noqa: F401, I001 -- puts Ray's bundled psutil on the path
 import psutil  # noqa: I001
-import ray  # noqa: F401 -- puts Ray's bundled psutil on the path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synthetic_wiki import generate
