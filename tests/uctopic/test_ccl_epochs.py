@@ -132,3 +132,22 @@ def test_the_start_choice_passes_a_scrambled_pretrained_model_and_takes_a_tighte
     assert chosen == "tighter" and tighter["anchored_silhouette"] > untrained["anchored_silhouette"]
     # without a better candidate the anchor itself is kept
     assert choose_start(instances, ["untrained", "scrambled"], 3, vectors.__getitem__)[0] == "untrained"
+
+
+@pytest.mark.parametrize("empty_from", [1, 2])
+def test_an_epoch_with_nothing_to_train_on_stops_and_the_best_so_far_is_delivered(empty_from):
+    instances = _instances()
+    types = np.array([list(CONTEXTS).index(inst.label) for inst in instances])
+    runner = _runner(instances, types, [])
+    make_pairs = runner.make_pairs
+
+    def pairs_until(epoch, embeddings, clusters):
+        return ([], {"pairs": 0}) if epoch >= empty_from else make_pairs(epoch, embeddings, clusters)
+
+    runner.make_pairs = pairs_until
+    outcome = run_epochs(runner, 3, "anchored_silhouette")
+    assert [row["epoch"] for row in outcome.rows] == list(range(empty_from))
+    assert outcome.stopped == f"epoch {empty_from}: no pseudo-labelled mentions to train on"
+    best = max(outcome.rows, key=lambda row: row["anchored_silhouette"])
+    assert outcome.chosen is best  # epoch 1 tightens the types, so it wins where it ran
+    assert run_epochs(_runner(instances, types, []), 1, "anchored_silhouette").stopped is None

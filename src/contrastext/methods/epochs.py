@@ -34,19 +34,34 @@ class EpochRunner(Protocol):
         """Called after each epoch with every row so far (e.g. to delete models no longer needed)."""
 
 
+class NothingToTrain(Exception):
+    """An epoch found nothing to train on (e.g. no pseudo-labelled pair): the epochs stop there, and the best
+    of those run so far is delivered."""
+
+
 @dataclass
 class EpochsOutcome:
     rows: list[EpochRow]
     chosen: EpochRow
+    stopped: str | None = None  # why the epochs stopped before the last one asked for
 
 
 def run_epochs(runner: EpochRunner, epochs: int, select_by: SelectBy) -> EpochsOutcome:
-    """Epochs 0 … ``epochs``, one after another; the chosen one by ``select_by``."""
+    """Epochs 0 … ``epochs``, one after another (until one has nothing to train on); the chosen one by
+    ``select_by``."""
     rows: list[EpochRow] = []
+    stopped = None
     for epoch in range(epochs + 1):
-        rows.append(runner.run_epoch(epoch, rows[-1] if rows else None))
+        try:
+            row = runner.run_epoch(epoch, rows[-1] if rows else None)
+        except NothingToTrain as reason:
+            if not rows:
+                raise
+            stopped = f"epoch {epoch}: {reason}"
+            break
+        rows.append(row)
         runner.epoch_finished(rows, select_by)
-    return EpochsOutcome(rows, chosen_epoch(rows, select_by))
+    return EpochsOutcome(rows, chosen_epoch(rows, select_by), stopped)
 
 
 def best_epoch(rows: list[EpochRow], key: str) -> EpochRow | None:

@@ -297,6 +297,8 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
     epochs, chosen = outcome.rows, outcome.chosen
     for row in epochs:
         _say(_epoch_line(row, chosen))
+    if outcome.stopped:
+        _say(f"CCL stopped at {outcome.stopped}; the best of the epochs run is delivered")
     oracle = max(epochs, key=lambda r: r["gold_nmi"]) if gold else None
     delivered = _publish(chosen["model"], storage.join(run_dir, "model"), config)
     _say(f"delivers epoch {chosen['epoch']} (best {settings.select_by} of the start model and "
@@ -322,6 +324,7 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
                "start_candidates": [_json_row(r) for r in start_rows] if start_rows else None,
                "epochs": [_json_row(r) for r in epochs],
                "chosen_epoch": chosen["epoch"], "oracle_epoch": oracle["epoch"] if oracle else None,
+               "stopped": outcome.stopped,
                "pairs": sum(r.get("pairs", 0) for r in epochs), "steps": sum(r.get("steps", 0) for r in epochs),
                "final_loss": last.get("last_loss"), "labelled_instances": last.get("labelled_instances", 0),
                "pseudo_label_acc": last.get("pseudo_label_acc"),

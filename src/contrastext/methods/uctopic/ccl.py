@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from contrastext.clustering import KMeansResult, spherical_kmeans
+from contrastext.methods.epochs import NothingToTrain
 from contrastext.methods.uctopic.phrases import PhraseInstance
 from contrastext.metrics.clustering import clustering_scores, silhouette
 
@@ -83,7 +84,7 @@ class CCLEpochs:
             rows, pair_stats = self.make_pairs(epoch, self.embeddings[previous["epoch"]],
                                                self.clusters[previous["epoch"]])
             if not rows:
-                raise ValueError(f"CCL epoch {epoch}: no pseudo-labelled mentions to train on")
+                raise NothingToTrain("no pseudo-labelled mentions to train on")
             model, fit_record = self.train(epoch, previous["model"], rows)
             row.update(pair_stats, **fit_record)
         embeddings = self.encode(model)
