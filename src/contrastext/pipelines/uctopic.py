@@ -256,7 +256,7 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
         return done
     stage.begin(run_dir)  # the fits train in the stage's folder: only an attempt with these settings resumes them
     settings = config.finetune
-    candidates = start_candidates(settings.start_candidates)  # a wrong folder fails before any work
+    candidates = stage.settings["finetune"]["start_candidates"]  # resolved once, for the stage's marker
     loaded = load_phrase_source(settings.data, config.seed)
     instances = loaded.instances
     gold = [inst.label for inst in instances] if all(inst.label for inst in instances) else None
