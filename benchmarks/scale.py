@@ -163,11 +163,12 @@ class Timeline:
 def stage_timing(timeline: Timeline) -> Iterator[None]:
     """Wrap the pipeline's stage functions (module globals, looked up at call time) for the duration."""
     from contrastext import train
+    from contrastext.methods.wcsbert import evaluation, stored_rounds
     from contrastext.pipelines import wcsbert
 
-    targets = [(wcsbert, "_stage_corpus", "corpus"), (wcsbert, "_stage_pretrain", "pretrain"),
-               (wcsbert, "_encode_pool", "encode"), (wcsbert, "_self_training_round", "round"),
-               (wcsbert, "_evaluate", "evaluate"), (wcsbert, "_prototypes", "prototypes"),
+    targets = [(wcsbert, "_stage_corpus", "corpus"), (wcsbert, "pretrain_stage", "pretrain"),
+               (wcsbert, "_encode_pool", "encode"), (stored_rounds, "_self_training_round", "round"),
+               (evaluation, "evaluate", "evaluate"), (evaluation, "final_prototypes", "prototypes"),
                (train, "fit", "fit")]
     originals = [(module, attr, getattr(module, attr)) for module, attr, _ in targets]
     for module, attr, name in targets:

@@ -129,7 +129,7 @@ def labelled_probe(run: Path, config: WCSBertConfig) -> float:
     from sklearn.linear_model import LogisticRegression
 
     from contrastext.data.paths import data_root
-    from contrastext.pipelines.wcsbert import load_eval_set
+    from contrastext.methods.wcsbert.evaluation import load_eval_set
 
     pool, gold, _ = _pool_gold(run, config)
     known = gold >= 0

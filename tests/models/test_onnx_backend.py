@@ -108,7 +108,7 @@ def test_numpy_pooling_matches_torch_pooling():
 
 def test_the_job_exports_a_rounds_model_before_it_encodes(tiny_encoder_dir):
     from contrastext.config import EncoderConfig
-    from contrastext.pipelines.wcsbert import export_for_inference
+    from contrastext.methods.wcsbert.stored_rounds import export_for_inference
 
     config = EncoderConfig(model=str(tiny_encoder_dir), backend="onnx")
     assert export_for_inference(config, str(tiny_encoder_dir)) > 0

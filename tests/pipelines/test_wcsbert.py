@@ -55,7 +55,7 @@ def test_text_pool_trains_only_on_its_half(ray_session, tiny_encoder_dir, tmp_pa
 
 
 def test_missing_evaluation_set_is_reported_not_fatal(tmp_path):
-    from contrastext.pipelines.wcsbert import load_eval_set
+    from contrastext.methods.wcsbert.evaluation import load_eval_set
 
     config = load_config(WCSBertConfig, overrides=[f"evaluation.texts.path={tmp_path / 'absent.csv'}"])
     eval_set, reason = load_eval_set(config, tmp_path)

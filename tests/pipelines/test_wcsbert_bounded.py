@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from contrastext.methods.wcsbert.config import PretrainConfig, WCSBertConfig
-from contrastext.pipelines.wcsbert import _dev_pages, pairs_left
+from contrastext.methods.wcsbert.category_pretraining import dev_pages, pairs_left
 
 
 def test_pairs_left_counts_the_pairs_of_pages_not_held_out(tmp_path):
@@ -39,7 +39,7 @@ def test_dev_pages_are_the_seeded_choice_among_pages_with_three_categories(tmp_p
     text_of = {i: t for i, _, t in rows}
     expected = [(candidates[k], text_of[candidates[k][0]]) for k in picked if text_of[candidates[k][0]].strip()]
 
-    queries, query_categories, ids = _dev_pages(config, str(pages))
+    queries, query_categories, ids = dev_pages(config, str(pages))
     assert query_categories == [cats for (_, cats), _ in expected]
     assert ids == {i for (i, _), _ in expected}
     assert queries == [" ".join(t.split()[:config.pretrain.query_words]) for _, t in expected]

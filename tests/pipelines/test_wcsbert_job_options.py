@@ -14,7 +14,8 @@ from contrastext.methods.wcsbert.calibration import calibrate, prior_shift
 from contrastext.methods.wcsbert.config import WCSBertConfig
 from contrastext.methods.wcsbert.pseudo_labels import select
 from contrastext.methods.wcsbert.scoring import score_pool
-from contrastext.pipelines.wcsbert import _scheme, run_wcsbert
+from contrastext.methods.wcsbert.evaluation import label_scheme
+from contrastext.pipelines.wcsbert import run_wcsbert
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -42,11 +43,11 @@ def test_an_ensemble_and_calibration_decide_what_the_round_trains_on(ray_session
     summary = run_wcsbert(config)
     (record,) = summary["rounds"]
     assert summary["templates"] == TEMPLATES and summary["template"] == TEMPLATES[0]
-    assert _scheme(config).template == tuple(TEMPLATES)
+    assert label_scheme(config).template == tuple(TEMPLATES)
 
     # the round's pseudo-labels, recomputed: the ensemble's prompt scores, calibrated, then selected
     run = Path(summary["final_model"]).parents[1]
-    label_set = _scheme(config).label_set(config.labels.names)
+    label_set = label_scheme(config).label_set(config.labels.names)
     scores = score_pool(run / "round_0" / "embeddings", config.encoder.load(), label_set, config.labels.prompts)
     counts = np.bincount(scores.scores.argmax(axis=1), minlength=4)
     assert list(record["teacher_shares"].values()) == pytest.approx((counts / counts.sum()).tolist(), abs=1e-6)

@@ -3,7 +3,7 @@
 from contrastext.config import load_config
 from contrastext.methods.wcsbert.config import WCSBertConfig
 from contrastext.methods.wcsbert.text_positives import TextPositivesConfig
-from contrastext.pipelines.wcsbert import round_settings
+from contrastext.methods.wcsbert.stored_rounds import round_settings
 from contrastext.stages import as_json, setting_differences
 
 
@@ -69,17 +69,18 @@ def test_a_round_runs_again_when_same_label_pairs_or_the_balance_change_and_not_
 
 def test_a_pool_not_reencoded_is_scored_with_its_prompts_only():
     """The stored embeddings of a pool that is not re-encoded are an earlier model's: no prototypes from them."""
-    from contrastext.pipelines.wcsbert import _Guard
+    from contrastext.methods.wcsbert.stored_rounds import StoredGuard
 
-    assert _Guard(None, load_config(WCSBertConfig), None).heads == ["prompts", "prototypes"]
+    assert StoredGuard(None, load_config(WCSBertConfig), None).heads == ["prompts", "prototypes"]
     stale = load_config(WCSBertConfig, overrides=["rounds.reencode=false"])
-    assert _Guard(None, stale, None).heads == ["prompts"]
+    assert StoredGuard(None, stale, None).heads == ["prompts"]
 
 
 def test_an_evaluation_is_measured_again_when_the_labels_the_model_or_the_evaluation_set_change(tmp_path, capsys):
     from types import SimpleNamespace
 
-    from contrastext.pipelines.wcsbert import _evaluation, _Run
+    from contrastext.methods.wcsbert.evaluation import evaluation_stage
+    from contrastext.methods.wcsbert.job_run import JobRun
 
     measured = []
 
@@ -88,9 +89,10 @@ def test_an_evaluation_is_measured_again_when_the_labels_the_model_or_the_evalua
         return {"accuracy": 0.5 + len(measured) / 100}
 
     def evaluation(config: WCSBertConfig, source: str = "vital, 1000 rows", made_with=None) -> dict:
-        run = _Run(config, str(tmp_path), None, "", SimpleNamespace(source=source), timings={}, method=None)
-        return _evaluation(run, "pretrained", str(tmp_path / "pretrain"), "pretrain/model",
-                           made_with or {"pretrain": {"steps": 10}}, compute)
+        run = JobRun(config, str(tmp_path), None, "", SimpleNamespace(source=source), timings={}, method=None,
+                     encode_pool=None)
+        return evaluation_stage(run, "pretrained", str(tmp_path / "pretrain"), "pretrain/model",
+                                made_with or {"pretrain": {"steps": 10}}, compute)
 
     config = load_config(WCSBertConfig)
     assert evaluation(config) == {"accuracy": 0.51}
@@ -105,18 +107,19 @@ def test_an_evaluation_is_measured_again_when_the_labels_the_model_or_the_evalua
 
 
 def test_a_finished_rounds_guard_scores_are_kept_only_when_made_on_the_same_sample(tmp_path):
-    from contrastext.pipelines.wcsbert import StoredModel, _Run, _StoredRounds
+    from contrastext.methods.wcsbert.job_run import JobRun
+    from contrastext.methods.wcsbert.stored_rounds import StoredModel, StoredRounds
     from contrastext.stages import Stage
 
     config = load_config(WCSBertConfig)
-    run = _Run(config, str(tmp_path), None, "", None, timings={}, method=None)
+    run = JobRun(config, str(tmp_path), None, "", None, timings={}, method=None, encode_pool=None)
     start = StoredModel("m0", str(tmp_path / "round_0" / "embeddings"))
     scored = {"round": 1, "model": "round_1/model", "embeddings": "round_1/embeddings", "guard": 0.6,
               "guard_kappa": 0.6, "guard_anchored": 1.0, "head": "prompts", "guard_heads": {"prompts": 0.6},
               "guard_key": "sample-a"}
     Stage("wcsbert", "round 1", str(tmp_path / "round_1"), round_settings(config, "m0")).mark_done(scored)
-    record, model = _StoredRounds(run, "m0", None, "sample-a").train(1, start)
+    record, model = StoredRounds(run, "m0", None, "sample-a").train(1, start)
     assert record == scored and model == StoredModel("round_1/model", "round_1/embeddings")
     # another guard sample (or neighbourhood count): the round stays done, its guard fields go to be made again
-    record, _ = _StoredRounds(run, "m0", None, "sample-b").train(1, start)
+    record, _ = StoredRounds(run, "m0", None, "sample-b").train(1, start)
     assert not [key for key in record if key.startswith("guard")] and record["model"] == "round_1/model"

@@ -7,7 +7,7 @@ import pytest
 from contrastext.clustering import nearest_neighbours
 from contrastext.methods.wcsbert.config import WCSBertConfig
 from contrastext.methods.wcsbert.guard import anchored_share, guard_reference, neighbour_kappa, sample_positions
-from contrastext.pipelines.wcsbert import round_stop
+from contrastext.methods.wcsbert.stored_rounds import round_stop
 
 
 def _clusters(n_per: int = 60, k: int = 4, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

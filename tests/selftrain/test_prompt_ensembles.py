@@ -88,10 +88,10 @@ def test_pairs_under_an_ensemble_take_the_first_templates_prompt():
 
 
 def test_the_job_scores_and_evaluates_with_the_ensemble():
-    from contrastext.pipelines.wcsbert import _scheme, baseline_schemes
+    from contrastext.methods.wcsbert.evaluation import baseline_schemes, label_scheme
 
     config = WCSBertConfig(labels=LabelsConfig(names=["World", "Sports"], aliases={}, templates=TEMPLATES[:2]))
-    assert _scheme(config).template == tuple(TEMPLATES[:2])
+    assert label_scheme(config).template == tuple(TEMPLATES[:2])
     schemes = baseline_schemes(config)
     assert [(s.name, s.template) for s in schemes] == [("labels only, 2 labels", "{label}"),
                                                        ("2 prompts, 2 labels", tuple(TEMPLATES[:2]))]

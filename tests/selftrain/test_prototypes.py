@@ -16,7 +16,7 @@ from contrastext.methods.wcsbert.prototypes import (
     refine_prototypes,
 )
 from contrastext.methods.wcsbert.pseudo_labels import SelectionConfig, select
-from contrastext.pipelines.wcsbert import _pretrained_model_is_used
+from contrastext.methods.wcsbert.category_pretraining import pretrained_model_is_used
 
 
 def _unit(x):
@@ -63,10 +63,10 @@ def test_pretrained_model_is_used_by_the_rule():
     always, if_better = PretrainConfig(use="always"), PretrainConfig()  # the default: if_dev_improves
     worse = {"dev_before": {"map@3": 0.6}, "dev_after": {"map@3": 0.58}}
     better = {"dev_before": {"map@3": 0.6}, "dev_after": {"map@3": 0.65}}
-    assert _pretrained_model_is_used(always, worse)
-    assert not _pretrained_model_is_used(if_better, worse)
-    assert _pretrained_model_is_used(if_better, better)
-    assert _pretrained_model_is_used(if_better, {"dev_before": {}, "dev_after": {}})  # no dev pages
+    assert pretrained_model_is_used(always, worse)
+    assert not pretrained_model_is_used(if_better, worse)
+    assert pretrained_model_is_used(if_better, better)
+    assert pretrained_model_is_used(if_better, {"dev_before": {}, "dev_after": {}})  # no dev pages
 
 
 # ---------------------------------------------------------------- streamed over chunks, as on a full pool

@@ -4,8 +4,10 @@
 (``contrastext.pipelines.wcsbert``); ``rounds`` is the round loop both run. The parts, each pluggable:
 ``teachers`` (prompt or prototype pseudo-labels), ``calibration``, ``pseudo_labels`` (selection),
 ``pseudo_pairs`` and ``text_positives`` (what a round trains on), ``scoring``, ``prototypes``, ``heads``
-(what a model classifies with), ``guard`` and ``stopping`` (which round and head to deliver), ``pool`` and
-``category_votes`` (the job's pool on ``.h5`` shards), ``report``.
+(what a model classifies with), ``guard`` and ``stopping`` (which round and head to deliver). The job's
+parts: ``job_run`` (what a run's stages share), ``category_pretraining``, ``pool``, ``category_votes`` and
+``round_pairs`` (pairs on storage), ``stored_rounds`` (the rounds over the pool's ``.h5`` shards),
+``evaluation`` and ``report``; ``contrastext.pipelines.wcsbert`` only puts them in order.
 """
 
 from __future__ import annotations

@@ -252,6 +252,10 @@ class WCSBertConfig(Settings):
     output: OutputConfig = Field(default_factory=lambda: OutputConfig(name="wcsbert"))
     ray: RayConfig = Field(default_factory=RayConfig)
 
+    def text_positives(self) -> TextPositivesConfig:
+        """The rounds' text positives as this pool resolves them (same-label pairs on for a plain-text pool)."""
+        return self.rounds.text_positives.resolved(plain_texts=self.pool.source == "texts")
+
     @model_validator(mode="after")
     def _text_positives_need_texts(self) -> "WCSBertConfig":
         positives = self.rounds.text_positives

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from contrastext import storage
+from contrastext.report import format_table
 
 
 def write_report(run: str, summary: dict[str, Any], plots: bool = True) -> str:
@@ -83,3 +84,58 @@ def _plots(run: str, summary: dict[str, Any]) -> list[str]:
                               "final model: true vs predicted")
         out.append("![confusion matrix](plots/confusion_final.png)")
     return out
+
+
+def round_table(record: dict[str, Any], names: list[str]) -> str:
+    rows = [["items kept / pool", f"{record['kept']} / {record['pool']}"],
+            ["kept per label (fewest … most)", _spread(record["kept_per_label"])],
+            ["pairs (per label, fewest … most)", f"{record['pairs']} ({_spread(record['pairs_per_label'])})"],
+            ["pseudo-labels changed", "-" if record["labels_changed"] is None else f"{record['labels_changed']:.4f}"],
+            ["mean loss / steps", f"{record['loss']:.4f} / {record['steps']}" if record.get("loss") is not None
+             else f"- / {record['steps']}"],
+            ["time s (select / train / export / encode)",
+             " / ".join(f"{record['seconds'].get(k, 0):.0f}" for k in ("select", "train", "export", "encode"))]]
+    if record.get("guard") is not None:
+        parts = (f" = kappa {record['guard_kappa']:.4f} × anchored {record['guard_anchored']:.2f}"
+                 if record.get("guard_anchored") is not None else "")
+        rows.append(["guard (label-free)", f"{record['guard']:.4f}{parts}"])
+        if len(record.get("guard_heads") or {}) > 1:
+            rows.append(["guard per head (delivers)", ", ".join(
+                f"{kind} {value:.4f}" for kind, value in record["guard_heads"].items()) + f" ({record['head']})"])
+    if record.get("eval_accuracy") is not None:
+        rows.append(["evaluation accuracy", f"{record['eval_accuracy']:.4f}"])
+    return format_table(rows, headers=[f"round {record['round']}", "value"])
+
+
+def _spread(per_label: dict[str, int]) -> str:
+    """``fewest (label) … most (label)``: one line however many labels (every count is in the JSON)."""
+    if not per_label:
+        return "-"
+    low, high = min(per_label, key=per_label.get), max(per_label, key=per_label.get)
+    return f"{per_label[low]} ({low}) … {per_label[high]} ({high})"
+
+
+def summary_table(summary: dict[str, Any]) -> str:
+    rows: list[list[Any]] = []
+    for e in summary["evaluations"]:
+        rows.append([f"{e['stage']}: {e['scheme']}", f"{e['accuracy']:.4f}"])
+    for r in summary["rounds"]:
+        acc = r.get("eval_accuracy")
+        guard = f", guard {r['guard']:.4f}" if r.get("guard") is not None else ""
+        rows.append([f"round {r['round']}: pairs {r['pairs']}{guard}", "-" if acc is None else f"{acc:.4f}"])
+    if summary["final"]:
+        delivered = summary["final"].get("delivered") or {"head": "prompts", "accuracy": summary["final"]["accuracy"]}
+        rows.append([f"delivered (round {summary['chosen_round']}, {delivered['head']} head)",
+                     f"{delivered['accuracy']:.4f}"])
+        if delivered["head"] != "prompts":
+            rows.append(["final, prompts head", f"{summary['final']['accuracy']:.4f}"])
+        if summary["final"].get("prototypes"):
+            rows.append(["final, pool prototypes (evaluation)", f"{summary['final']['prototypes']['accuracy']:.4f}"])
+        if summary["final"].get("label_mapping_accuracy") is not None:
+            rows.append(["final, label mapping via categories", f"{summary['final']['label_mapping_accuracy']:.4f}"])
+    rows.append(["stopped", summary["stop_reason"]])
+    asked, used = summary.get("backend", "torch"), (summary["final"] or {}).get("backend")
+    rows.append(["backend", asked if used in (None, asked) else f"{asked} ({used})"])
+    rows.append(["evaluation", summary["evaluation_set"] or summary["evaluation_skipped"]])
+    rows.append(["time s: " + ", ".join(summary["timings_s"]), ", ".join(f"{v:.0f}" for v in summary["timings_s"].values())])
+    return format_table(rows, headers=["wcsbert", "accuracy"])
