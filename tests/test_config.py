@@ -187,7 +187,7 @@ def test_a_free_mapping_in_the_file_replaces_the_default_one(tmp_path):
 
 def test_a_data_source_in_the_file_replaces_the_default_one(tmp_path):
     from contrastext.methods.wcsbert.config import WCSBertConfig
-    from contrastext.pipelines.supcon_classify import SupconClassifyConfig
+    from contrastext.methods.supcon.config import SupconClassifyConfig
 
     # another file's reader and columns must not meet the default dataset's (the Vital articles)
     config = load_config(WCSBertConfig, _write(tmp_path, "pool:\n  texts: {path: notes.jsonl}\n"))
@@ -199,7 +199,7 @@ def test_a_data_source_in_the_file_replaces_the_default_one(tmp_path):
 
 
 def test_another_loss_does_not_inherit_the_default_losss_params(tmp_path):
-    from contrastext.pipelines.shuffle_divide import ShuffleDivideConfig
+    from contrastext.methods.shuffle_divide.config import ShuffleDivideConfig
 
     # Shuffle & Divide's default loss is NT-Xent with a temperature, which MNR does not take
     assert ShuffleDivideConfig().train.loss.params == {"temperature": 0.1}

@@ -99,7 +99,7 @@ def test_one_text_column_titles_cleaning_ids_and_a_seeded_subset(tmp_path):
 
 def test_the_jobs_defaults_for_sources_given_as_mappings():
     from contrastext.methods.wcsbert.config import EvaluationConfig
-    from contrastext.pipelines.shuffle_divide import ShuffleDivideConfig
+    from contrastext.methods.shuffle_divide.config import ShuffleDivideConfig
 
     documents = ShuffleDivideConfig.model_validate({"documents": {"path": "d.jsonl", "text_column": "body"}}).documents
     assert (documents.text_columns, documents.cleaning, documents.min_words, documents.label_column) == (

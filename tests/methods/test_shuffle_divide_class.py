@@ -9,7 +9,7 @@ import pytest
 from contrastext import ShuffleDivide
 from contrastext.config import LossConfig
 from contrastext.data.documents import shuffle_divide_pairs, split_units
-from contrastext.methods.shuffle_divide.model import default_shuffle_divide_train
+from contrastext.methods.shuffle_divide.config import default_shuffle_divide_train
 from contrastext.metrics.clustering import clustering_accuracy
 
 TOPICS = ("Sports", "Science", "Business")
@@ -46,7 +46,7 @@ def _halves_margin(model: ShuffleDivide, documents) -> float:
 @pytest.fixture(scope="module")
 def untrained(articles):
     documents, _ = articles
-    return ShuffleDivide(n_clusters=3, epochs=0, max_length=128).fit(documents)
+    return ShuffleDivide(n_clusters=3, epochs=0, encode_max_length=128).fit(documents)
 
 
 @pytest.mark.integration
@@ -61,7 +61,7 @@ def test_an_epoch_pulls_halves_together_and_the_three_sports_cluster_exactly(ray
     optimizer = default.optimizer.model_copy(update={"lr": 1e-4, "warmup_ratio": 0.0})
     train = default.model_copy(update={"batch_size": 5, "optimizer": optimizer})
     # both epochs cluster the three sports exactly, so no label-free score tells them apart: keep the last
-    model = ShuffleDivide(n_clusters=3, epochs=1, max_length=128, train=train, select_by="last", work_dir=tmp_path)
+    model = ShuffleDivide(n_clusters=3, epochs=1, encode_max_length=128, train=train, select_by="last", work_dir=tmp_path)
     clusters = model.fit_predict(documents)
     assert clustering_accuracy(labels, clusters) == 1.0
     before, record = model.history_
@@ -69,7 +69,7 @@ def test_an_epoch_pulls_halves_together_and_the_three_sports_cluster_exactly(ray
     assert before["tfidf_silhouette"] == pytest.approx(record["tfidf_silhouette"])  # the same clusters
     assert _halves_margin(model, documents) > _halves_margin(untrained, documents) + 0.1
     # the saved encoder is the trained one: a new ShuffleDivide starting from it embeds alike
-    reloaded = ShuffleDivide(str(model.save(tmp_path / "encoder")), epochs=0, max_length=128).fit(documents)
+    reloaded = ShuffleDivide(str(model.save(tmp_path / "encoder")), epochs=0, encode_max_length=128).fit(documents)
     np.testing.assert_allclose(reloaded.transform(documents[:3]), model.transform(documents[:3]), atol=1e-5)
 
 
@@ -84,7 +84,7 @@ def test_fit_keeps_the_untrained_encoder_when_training_breaks_the_clusters(ray_s
     default = default_shuffle_divide_train()
     optimizer = default.optimizer.model_copy(update={"lr": 0.3, "warmup_ratio": 0.0})
     train = default.model_copy(update={"batch_size": 5, "optimizer": optimizer})
-    model = ShuffleDivide(n_clusters=3, epochs=1, max_length=128, train=train, work_dir=tmp_path)
+    model = ShuffleDivide(n_clusters=3, epochs=1, encode_max_length=128, train=train, work_dir=tmp_path)
     clusters = model.fit_predict(documents)
     before, broken = model.history_
     assert before["tfidf_silhouette"] > 0
@@ -92,7 +92,7 @@ def test_fit_keeps_the_untrained_encoder_when_training_breaks_the_clusters(ray_s
     assert model.chosen_epoch_ == 0
     assert clustering_accuracy(labels, clusters) == 1.0
     np.testing.assert_allclose(model.transform(documents[:3]), untrained.transform(documents[:3]), atol=1e-5)
-    last = ShuffleDivide(n_clusters=3, epochs=1, max_length=128, train=train, select_by="last").fit(documents)
+    last = ShuffleDivide(n_clusters=3, epochs=1, encode_max_length=128, train=train, select_by="last").fit(documents)
     assert clustering_accuracy(labels, last.cluster(last.embeddings_)) < 1.0  # what keeping the last would give
 
 
@@ -102,7 +102,7 @@ def test_any_fit_predict_clusterer_plugs_in(articles, untrained):
 
     documents, labels = articles
     clusterer = AgglomerativeClustering(n_clusters=3, metric="cosine", linkage="average")
-    model = ShuffleDivide(clusterer=clusterer, epochs=0, max_length=128)
+    model = ShuffleDivide(clusterer=clusterer, epochs=0, encode_max_length=128)
     clusters = model.fit_predict(documents)
     np.testing.assert_array_equal(clusters, clusterer.fit_predict(untrained.transform(documents)))
     assert clustering_accuracy(labels, clusters) == 1.0

@@ -9,9 +9,10 @@ from contrastext import ShuffleDivide
 from contrastext.config import LossConfig
 from contrastext.data.documents import shuffle_divide_pairs, split_units, tfidf_neighbours, tfidf_pairs
 from contrastext.data.pair_builders import PairBuilder, ShuffleDividePairs, TfidfNeighbourPairs
-from contrastext.methods.shuffle_divide.model import default_shuffle_divide_train
+from contrastext.methods.shuffle_divide.config import default_shuffle_divide_train
 from contrastext.methods.shuffle_divide.negatives import BatchNegatives, OtherClusterNegatives
-from contrastext.pipelines.shuffle_divide import ShuffleDivideConfig, method_of
+from contrastext.methods.shuffle_divide.config import ShuffleDivideConfig
+from contrastext.pipelines.shuffle_divide import method_of
 
 
 def test_the_builders_give_the_functions_pairs_and_say_what_they_found():
@@ -85,7 +86,8 @@ def test_negatives_rules_and_their_settings():
 def test_the_default_builders_settings_and_a_builder_are_not_given_together():
     with pytest.raises(ValueError, match="give them to it"):
         ShuffleDivide(pairs=TfidfNeighbourPairs(), shuffle_unit="word")
-    default = ShuffleDivide(shuffle_unit="word", min_units=6, seed=2).pairs
+    seeded = default_shuffle_divide_train().model_copy(update={"seed": 2})
+    default = ShuffleDivide(shuffle_unit="word", min_units=6, train=seeded).pairs
     assert isinstance(default, ShuffleDividePairs) and (default.unit, default.min_units, default.seed) == ("word", 6, 2)
 
 
@@ -104,8 +106,8 @@ def test_a_users_pair_builder_is_what_is_trained_and_one_cluster_leaves_ntxent_n
     clusterer, builder = OneCluster(), EachWithACopy()
     train = default_shuffle_divide_train().model_copy(update={"batch_size": 3})
     model = ShuffleDivide(str(tiny_encoder_dir), epochs=1, pairs=builder, negatives=OtherClusterNegatives(),
-                          clusterer=clusterer, train=train, max_length=32)
-    untrained = ShuffleDivide(str(tiny_encoder_dir), epochs=0, max_length=32).fit(NEWS_DOCUMENTS)
+                          clusterer=clusterer, train=train, encode_max_length=32)
+    untrained = ShuffleDivide(str(tiny_encoder_dir), epochs=0, encode_max_length=32).fit(NEWS_DOCUMENTS)
     model.fit(NEWS_DOCUMENTS)
     assert builder.texts == NEWS_DOCUMENTS and model.pair_stats_ == {"pairs": 6}
     before, record = model.history_
@@ -117,6 +119,25 @@ def test_a_users_pair_builder_is_what_is_trained_and_one_cluster_leaves_ntxent_n
     # one cluster has no silhouette in any epoch: the last epoch is kept
     assert model.chosen_epoch_ == 1
     np.testing.assert_allclose(after_training, model.embeddings_, atol=1e-6)
+
+
+def test_the_class_and_the_job_share_one_settings_object_and_its_defaults():
+    from contrastext.methods.shuffle_divide.config import ShuffleDivideSettings
+
+    job = ShuffleDivideConfig()
+    model = ShuffleDivide()
+    assert model.config == job.settings() == ShuffleDivideSettings()  # every default is the job's
+    assert (model.epochs, model.max_length, model.batch_size, model.seed) == (
+        job.epochs, job.encode_max_length, job.encode_batch_size, job.train.seed)
+    given = ShuffleDivide(config=ShuffleDivideSettings(epochs=2, kmeans_niter=3), n_clusters=4, negatives="other_clusters")
+    assert given.config.epochs == 2 and given.config.k == 4 and given.clusterer.niter == 3
+    assert isinstance(given.negatives, OtherClusterNegatives)
+    with pytest.raises(TypeError, match="max_length is encode_max_length"):
+        ShuffleDivide(max_length=128)
+    with pytest.raises(TypeError, match="unknown settings .'layers'.*pair_method"):
+        ShuffleDivide(layers=2)
+    with pytest.raises(TypeError, match="not both"):
+        ShuffleDivide(n_clusters=3, k=4)
 
 
 def test_the_job_builds_its_method_from_the_same_parts():

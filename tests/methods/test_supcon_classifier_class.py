@@ -98,3 +98,25 @@ def test_zero_epochs_or_rates_are_refused_not_replaced_by_the_defaults():
     default = default_classify_train()
     plain = SupConClassifier().train_config(3, "m")
     assert (plain.epochs, plain.optimizer.lr) == (default.epochs, default.optimizer.lr)
+
+
+def test_the_class_and_the_jobs_variants_share_one_settings_object_and_its_defaults():
+    from contrastext.methods.supcon.settings import ClassifyLoss, SupConSettings
+    from contrastext.methods.supcon.config import SupconClassifyConfig, VariantConfig
+    from contrastext.pipelines.supcon_classify import variant_model
+
+    # a variant that sets nothing trains as the class does by default
+    assert SupConClassifier().config == SupConSettings() == SupConSettings.given(VariantConfig(name="v"), {})
+    assert SupConClassifier().loss == ClassifyLoss() and not SupConClassifier().reset_head
+    given = SupConClassifier(ntxent_weight=2.0, gamma=1.0, epochs=3, reset_head=True)
+    assert (given.loss.ntxent_weight, given.loss.gamma, given.loss.focal_weight, given.epochs, given.reset_head) == (
+        2.0, 1.0, 1.0, 3, True)
+    variant = VariantConfig(name="head", loss=ClassifyLoss(ntxent_weight=1.0), freeze_encoder=True, head_lr=0.01)
+    model = variant_model(SupconClassifyConfig(variants=[variant]), variant, None)
+    assert model.config == SupConSettings.given(variant, {}) and model.freeze_encoder and model.head_lr == 0.01
+    assert SupConClassifier(config=variant, lr=1e-4).config.loss.ntxent_weight == 1.0  # keywords go over it
+    with pytest.raises(TypeError, match="unknown settings .'layers'.*ntxent_weight"):
+        SupConClassifier(layers=2)
+    with pytest.raises(ValueError, match="trains nothing"):
+        SupConClassifier(freeze_encoder=True, focal_weight=0.0, ntxent_weight=1.0)
+

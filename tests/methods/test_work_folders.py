@@ -7,7 +7,7 @@ import pytest
 from conftest import NEWS_DOCUMENTS
 
 from contrastext import ShuffleDivide
-from contrastext.methods.shuffle_divide.model import default_shuffle_divide_train
+from contrastext.methods.shuffle_divide.config import default_shuffle_divide_train
 from contrastext.methods.training import work_folder
 
 PREFIX = "contrastext-shuffle-divide-"
@@ -53,7 +53,7 @@ def _shuffle_divide(tiny_encoder_dir, work_dir=None) -> ShuffleDivide:
     train = default_shuffle_divide_train().model_copy(update={"batch_size": 4})
     # the last epoch is kept, whatever the clusters of a random encoder score: these tests are about its folder
     return ShuffleDivide(str(tiny_encoder_dir), n_clusters=3, epochs=1, shuffle_unit="word", train=train,
-                         max_length=32, select_by="last", work_dir=work_dir)
+                         encode_max_length=32, select_by="last", work_dir=work_dir)
 
 
 @pytest.mark.ray

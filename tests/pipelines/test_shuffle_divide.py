@@ -10,8 +10,8 @@ from pydantic import ValidationError
 
 from contrastext.config import EncoderConfig, OutputConfig, TrainConfig, load_config
 from contrastext.data.paths import resolve_data_path
+from contrastext.methods.shuffle_divide.config import ShuffleDivideConfig
 from contrastext.pipelines.shuffle_divide import (
-    ShuffleDivideConfig,
     _training_groups,
     method_of,
     load_source,

@@ -6,7 +6,8 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from contrastext.pipelines.shuffle_divide import ShuffleDivideConfig, run_shuffle_divide
+from contrastext.methods.shuffle_divide.config import ShuffleDivideConfig
+from contrastext.pipelines.shuffle_divide import run_shuffle_divide
 
 from conftest import shared_data
 

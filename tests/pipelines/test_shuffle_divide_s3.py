@@ -9,7 +9,8 @@ import pytest
 
 from contrastext import storage
 from contrastext.config import EncoderConfig, OutputConfig, TrainConfig
-from contrastext.pipelines.shuffle_divide import ShuffleDivideConfig, run_shuffle_divide
+from contrastext.methods.shuffle_divide.config import ShuffleDivideConfig
+from contrastext.pipelines.shuffle_divide import run_shuffle_divide
 from contrastext.storage import StorageError
 
 TOPICS = {

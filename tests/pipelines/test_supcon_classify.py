@@ -9,14 +9,9 @@ from contrastext.config import ClassifierConfig, EncoderConfig, LossConfig, Outp
 from contrastext.metrics.classification import embedding_silhouette
 from contrastext.models import TextEncoder
 from contrastext.models.classifier import TextClassifier
-from contrastext.pipelines.supcon_classify import (
-    ClassifyLoss,
-    LabelledTextData,
-    SupconClassifyConfig,
-    VariantConfig,
-    load_labelled_data,
-    run_supcon_classify,
-)
+from contrastext.methods.supcon.config import LabelledTextData, SupconClassifyConfig, VariantConfig
+from contrastext.methods.supcon.settings import ClassifyLoss
+from contrastext.pipelines.supcon_classify import load_labelled_data, run_supcon_classify
 from conftest import shared_data
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

@@ -9,10 +9,8 @@ from pydantic import ValidationError
 
 from contrastext.config import load_config
 from contrastext.data.documents import clean_text
+from contrastext.methods.supcon.config import LabelledTextData, SupconClassifyConfig, VariantConfig
 from contrastext.pipelines.supcon_classify import (
-    LabelledTextData,
-    SupconClassifyConfig,
-    VariantConfig,
     best_variant,
     load_labelled_data,
     markdown_report,

@@ -8,8 +8,8 @@ import pytest
 
 from contrastext import storage
 from contrastext.config import ClassifierConfig, EncoderConfig, LossConfig, OutputConfig, TrainConfig
-from contrastext.pipelines.supcon_classify import LabelledTextData, SupconClassifyConfig, VariantConfig, \
-    run_supcon_classify
+from contrastext.methods.supcon.config import LabelledTextData, SupconClassifyConfig, VariantConfig
+from contrastext.pipelines.supcon_classify import run_supcon_classify
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

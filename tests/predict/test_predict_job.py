@@ -130,11 +130,12 @@ def test_embeddings_on_the_onnx_backend_equal_torch_and_the_summary_names_the_ba
 @pytest.mark.slow
 def test_shuffle_divide_clusters_bbcsport_through_predict_as_the_method_does(ray_session, tmp_path):
     from contrastext import ShuffleDivide
-    from contrastext.methods.shuffle_divide.model import default_shuffle_divide_train
+    from contrastext.methods.shuffle_divide.config import default_shuffle_divide_train
 
     texts, labels = _bbcsport(300)
     train = default_shuffle_divide_train().model_copy(update={"max_steps": 2, "batch_size": 16})
-    method = ShuffleDivide("bundled:minilm", n_clusters=5, train=train, max_length=128, work_dir=tmp_path / "work")
+    method = ShuffleDivide("bundled:minilm", n_clusters=5, epochs=1, train=train, encode_max_length=128,
+                           work_dir=tmp_path / "work")
     fitted = method.fit_predict(texts)
     folder = method.save(tmp_path / "model")
     pq.write_table(pa.table({"id": [str(i) for i in range(len(texts))], "text": texts}), tmp_path / "bbc.parquet")

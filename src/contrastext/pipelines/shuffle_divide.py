@@ -25,100 +25,30 @@ import tempfile
 import time
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import Field, field_validator, model_validator
 
 from contrastext import storage
-from contrastext.clustering import SphericalKMeans, result_of_assignments
-from contrastext.config import OutputConfig, RayConfig, Settings, TrainConfig
-from contrastext.data.documents import ShuffleUnit, tfidf_matrix
-from contrastext.data.pair_builders import ShuffleDividePairs, TfidfNeighbourPairs
-from contrastext.data.paths import DATA_ENV
+from contrastext.clustering import result_of_assignments
+from contrastext.data.documents import tfidf_matrix
 from contrastext.data.sources import LabelledTexts, TextSource, load_texts, locate
 from contrastext.manifest import write_json_atomic, write_manifest
 from contrastext.methods.epochs import (
     EpochsOutcome,
-    SelectBy,
     best_epoch,
     run_epochs,
     score_epoch,
     stale_epochs,
     training_groups,
 )
-from contrastext.methods.shuffle_divide.model import default_shuffle_divide_train, save_clusters
-from contrastext.methods.shuffle_divide.negatives import BatchNegatives, OtherClusterNegatives
+from contrastext.methods.shuffle_divide.config import ShuffleDivideConfig
+from contrastext.methods.shuffle_divide.model import save_clusters
 from contrastext.report import format_table
 from contrastext.stages import Stage, Timings, say
 
 JOB = "shuffle_divide"
 _SCORE_KEYS = ("silhouette", "tfidf_silhouette", "acc", "nmi", "ami")
-
-
-def _document_source(value: Any) -> Any:
-    """The job's defaults for a document source given as a mapping: basic cleaning, documents under 10 words
-    left out (see contrastext.data.sources)."""
-    if isinstance(value, dict):
-        return {"cleaning": "basic", "min_words": 10, **value}
-    return value
-
-
-class ShuffleDivideConfig(Settings):
-    """Unsupervised document encoder (Shuffle & Divide or TF-IDF positives) + spherical k-means."""
-
-    data_dir: str | None = Field(None, description=f"where relative document paths live; None: ${DATA_ENV}, "
-                                                   "else ../shared/data (contrastext.data.paths)")
-    documents: TextSource = Field(default_factory=lambda: TextSource(
-        path="bbcsport/bbcsport.jsonl", label_column="label", title_column="title", cleaning="basic",
-        min_words=10), description="the documents to cluster; given as a mapping, unless it says otherwise: "
-                                   "basic cleaning, documents under 10 words left out")
-    train_documents: TextSource | None = Field(
-        None, description="texts to train on (labels unused; defaults as documents); None: the documents that "
-                          "are clustered")
-    pair_method: Literal["shuffle_divide", "tfidf"] = "shuffle_divide"
-    shuffle_unit: ShuffleUnit = Field(
-        "sentence", description="what Shuffle & Divide shuffles before cutting a document in half: sentence, "
-                                "or word (each half a bag of words sampled from the whole document)")
-    min_units: int = Field(4, ge=2, description="Shuffle & Divide trains on documents with at least this many "
-                                                "units (words or sentences)")
-    tfidf_chunk_rows: int = Field(1024, ge=1, description="rows of the TF-IDF similarity computed at once")
-    negatives: Literal["batch", "other_clusters"] = Field(
-        "batch", description="batch: every other document of the batch is a negative (the paper's 2N-2); "
-        "other_clusters: documents that the previous epoch's clustering (no labels) put in the anchor's "
-        "cluster are not negatives, so training stops pushing a topic's documents apart")
-    epochs: int = Field(5, ge=0, description="training epochs after epoch 0 (the untrained encoder)")
-    k: int | None = Field(None, ge=2, description="clusters; None: the number of distinct labels")
-    select_by: SelectBy = Field(
-        "tfidf_silhouette", description="label-free choice of the epoch: the clusters' cosine silhouette in the "
-        "documents' TF-IDF space (fixed, so epochs compare fairly), in the epoch's own embedding space, or the "
-        "last epoch")
-    kmeans_niter: int = Field(25, ge=1)
-    kmeans_nredo: int = Field(5, ge=1, description="k-means restarts; the tightest is kept")
-    encode_max_length: int = Field(256, gt=0, description="tokens per document when encoding for clustering")
-    encode_batch_size: int = Field(32, ge=1)
-    silhouette_sample_size: int | None = Field(5000, ge=2)
-    projection: Literal["tsne", "pca"] = "tsne"
-    keep_epoch_models: bool = Field(True, description="False: delete an epoch's model once the next exists, unless it "
-                                                    "is the best so far by select_by")
-    train: TrainConfig = Field(default_factory=default_shuffle_divide_train)
-    output: OutputConfig = Field(default_factory=lambda: OutputConfig(name="shuffle_divide"))
-    ray: RayConfig = Field(default_factory=RayConfig)
-
-    @field_validator("documents", "train_documents", mode="before")
-    @classmethod
-    def _document_defaults(cls, value: Any) -> Any:
-        return _document_source(value)
-
-    @model_validator(mode="after")
-    def _one_epoch_per_fit(self) -> "ShuffleDivideConfig":
-        if self.train.epochs != 1:
-            raise ValueError("train.epochs must be 1: pairs are rebuilt every epoch, set `epochs` instead")
-        if self.train.loss.name == "supcon":
-            raise ValueError("train.loss.name must be a pair loss (ntxent or mnr): the pairs have no labels")
-        if self.negatives == "other_clusters" and self.train.loss.name != "ntxent":
-            raise ValueError("negatives=other_clusters masks NT-Xent negatives: set train.loss.name to ntxent")
-        return self
 
 
 # ---------------------------------------------------------------- inputs
@@ -140,18 +70,11 @@ def _fit_dir(run_dir: Path | str, epoch: int) -> str:
 
 
 def method_of(config: ShuffleDivideConfig, k: int):
-    """The job's ``ShuffleDivide``: its pair builder, negatives rule and k-means from the config. The job
-    drives it an epoch at a time (each epoch's outputs kept, so a stopped run resumes)."""
+    """The job's ``ShuffleDivide``: the same settings, ``k`` clusters. The job drives it an epoch at a time
+    (each epoch's outputs kept, so a stopped run resumes)."""
     from contrastext.methods.shuffle_divide.model import ShuffleDivide
 
-    seed = config.train.seed
-    pairs = (TfidfNeighbourPairs(chunk_rows=config.tfidf_chunk_rows) if config.pair_method == "tfidf"
-             else ShuffleDividePairs(config.shuffle_unit, min_units=config.min_units, seed=seed))
-    negatives = OtherClusterNegatives() if config.negatives == "other_clusters" else BatchNegatives()
-    clusterer = SphericalKMeans(k, seed=seed, niter=config.kmeans_niter, nredo=config.kmeans_nredo)
-    return ShuffleDivide(config.train.encoder.model, n_clusters=k, clusterer=clusterer, epochs=config.epochs,
-                         pairs=pairs, negatives=negatives, train=config.train, max_length=config.encode_max_length,
-                         batch_size=config.encode_batch_size, seed=seed, select_by=config.select_by)
+    return ShuffleDivide(config.train.encoder.model, config=config, n_clusters=k)
 
 
 def _encode(model: str, texts: list[str], config: ShuffleDivideConfig) -> np.ndarray:

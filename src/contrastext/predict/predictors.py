@@ -96,7 +96,8 @@ class Predictor:
         elif kind.method == "ShuffleDivide":
             from contrastext.methods.shuffle_divide.model import ShuffleDivide
 
-            self.model = ShuffleDivide.load(folder, **settings)
+            self.model = ShuffleDivide.load(folder, encode_batch_size=batch_size,
+                                            **({"encode_max_length": max_length} if max_length else {}))
         elif kind.method == "PhraseTopicModel":
             from contrastext.methods.uctopic.model import PhraseTopicModel
 

@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from contrastext.clustering import Clusterer, SphericalKMeans, result_of_assignments
-from contrastext.config import EncoderConfig, LossConfig, OptimizerConfig, ScalingSettings, TrainConfig
-from contrastext.data.documents import ShuffleUnit, tfidf_matrix
-from contrastext.data.pair_builders import PairBuilder, ShuffleDividePairs
+from contrastext.clustering import Clusterer, result_of_assignments
+from contrastext.config import TrainConfig
+from contrastext.data.documents import tfidf_matrix
+from contrastext.data.pair_builders import PairBuilder
 from contrastext.methods.epochs import (
     EpochRow,
     SelectBy,
@@ -39,7 +39,12 @@ from contrastext.methods.epochs import (
     stale_epochs,
     training_groups,
 )
-from contrastext.methods.shuffle_divide.negatives import BatchNegatives, Negatives
+from contrastext.methods.shuffle_divide.config import (
+    DEFAULT_CLUSTERS,
+    ShuffleDivideConfig,
+    ShuffleDivideSettings,
+)
+from contrastext.methods.shuffle_divide.negatives import Negatives
 from contrastext.methods.training import (
     checked_texts,
     encoder_spec,
@@ -66,17 +71,6 @@ def save_clusters(folder: str, centroids: np.ndarray, *, max_length: int, batch_
                                                        "batch_size": batch_size})
 
 
-def default_shuffle_divide_train() -> TrainConfig:
-    """NT-Xent (temperature 0.1) at a constant 3e-5 after warm-up, batch 64, one epoch per fit, 2-core worker."""
-    return TrainConfig(
-        encoder=EncoderConfig(pooling="mean", max_length=128),
-        optimizer=OptimizerConfig(lr=3e-5, schedule="constant", warmup_ratio=0.1),
-        loss=LossConfig(name="ntxent", params={"temperature": 0.1}),
-        scaling=ScalingSettings(num_workers=1, cpus_per_worker=2),
-        epochs=1, batch_size=64, checkpoint_every_steps=50,
-    )
-
-
 def epoch_train_config(base: TrainConfig, model: str, epoch: int) -> TrainConfig:
     """Epoch ``epoch``'s fit (1-based): from ``model``, seeded by the epoch, warm-up only in the first."""
     train = base.model_copy(deep=True)
@@ -87,50 +81,65 @@ def epoch_train_config(base: TrainConfig, model: str, epoch: int) -> TrainConfig
     return train
 
 
+#: keywords ``ShuffleDivide`` took before it shared the job's settings → their names now
+RENAMED = {"max_length": "encode_max_length", "batch_size": "encode_batch_size", "seed": "train.seed"}
+
+
+def settings_with(config: ShuffleDivideSettings | None, settings: dict[str, Any]) -> ShuffleDivideSettings:
+    """``config`` (default: the job's defaults; a job config gives its method settings) with ``settings``
+    over it, validated; a keyword that is not a setting is a TypeError that names the settings."""
+    base = config.settings() if isinstance(config, ShuffleDivideConfig) else config or ShuffleDivideSettings()
+    fields = ShuffleDivideSettings.model_fields
+    renamed = {key: RENAMED[key] for key in settings if key in RENAMED}
+    if renamed:
+        raise TypeError("ShuffleDivide's settings now have the job's names: " +
+                        ", ".join(f"{old} is {new}" for old, new in renamed.items()))
+    unknown = sorted(set(settings) - set(fields))
+    if unknown:
+        raise TypeError(f"ShuffleDivide got unknown settings {unknown}; they are {', '.join(fields)}")
+    return ShuffleDivideSettings.model_validate(base.model_dump() | settings)
+
+
 class ShuffleDivide:
     """``fit(documents)`` trains the encoder; ``transform`` embeds; ``fit_predict`` also clusters.
 
-    ``clusterer``: default ``SphericalKMeans(n_clusters)``; any object with ``fit_predict`` instead (then
-    ``n_clusters`` is its business). ``epochs``: training epochs, each with fresh pairs.
-    ``pairs``: the pair builder; default ``ShuffleDividePairs(shuffle_unit, min_units=min_units, seed=seed)``
-    (``shuffle_unit`` "sentence" and ``min_units`` 4 unless given; with ``pairs`` they are the builder's).
-    ``negatives``: default ``BatchNegatives()``; ``OtherClusterNegatives()`` clusters the documents with
-    the previous epoch's model (by ``clusterer`` unless it has its own) before each epoch.
-    ``select_by``: which epoch ``fit`` keeps, without labels (``tfidf_silhouette``: its clusters' silhouette
-    in the documents' TF-IDF space, as the job; ``silhouette``: in its own embedding space; ``last``).
+    Settings: ``config`` (a ``ShuffleDivideSettings``, or the job's ``ShuffleDivideConfig``; default the job's
+    defaults) with any of its fields given as a keyword over it (``epochs``, ``shuffle_unit``, ``min_units``,
+    ``pair_method``, ``negatives``, ``select_by``, ``encode_max_length``, ``encode_batch_size``, ``train``, …).
+    ``n_clusters`` is the settings' ``k`` (default 8). Three parts plug in as objects instead:
+    ``clusterer`` (default spherical k-means with ``k`` clusters; any object with ``fit_predict``, then the
+    number of clusters is its business), ``pairs`` (default the settings' builder:
+    ``ShuffleDividePairs(shuffle_unit, min_units=...)`` or ``TfidfNeighbourPairs``; with ``pairs`` those
+    settings are the builder's) and ``negatives`` (default the settings' rule; ``OtherClusterNegatives()``
+    clusters the documents with the previous epoch's model, by ``clusterer`` unless it has its own, before
+    each epoch). ``select_by``: which epoch ``fit`` keeps, without labels (``tfidf_silhouette``: its clusters'
+    silhouette in the documents' TF-IDF space; ``silhouette``: in its own embedding space; ``last``).
     ``history_`` has a row per epoch, epoch 0 the encoder before training; ``chosen_epoch_`` is the one kept.
     ``work_dir``: where the epochs' checkpoints and models are kept (``history_[i]["model"]``); without one
     they go to a temporary folder removed at the end of ``fit``.
     """
 
-    def __init__(self, encoder: Any = DEFAULT_MODEL, *, n_clusters: int = 8, clusterer: Clusterer | None = None,
-                 epochs: int = 1, shuffle_unit: ShuffleUnit | None = None, min_units: int | None = None,
-                 pairs: PairBuilder | None = None, negatives: Negatives | None = None,
-                 train: TrainConfig | None = None, max_length: int = 256, batch_size: int = 32, seed: int = 0,
-                 select_by: SelectBy = "tfidf_silhouette", work_dir: str | os.PathLike[str] | None = None):
-        if epochs < 0:
-            raise ValueError(f"epochs must be ≥ 0, got {epochs}")
-        self.encoder = encoder
-        self.n_clusters = n_clusters
-        self.clusterer: Clusterer = clusterer if clusterer is not None else SphericalKMeans(n_clusters, seed=seed)
-        self.epochs = epochs
-        if pairs is not None and (shuffle_unit is not None or min_units is not None):
+    def __init__(self, encoder: Any = DEFAULT_MODEL, *, config: ShuffleDivideSettings | None = None,
+                 n_clusters: int | None = None, clusterer: Clusterer | None = None, pairs: PairBuilder | None = None,
+                 negatives: Negatives | str | None = None, work_dir: str | os.PathLike[str] | None = None,
+                 **settings: Any):
+        if isinstance(negatives, str):  # the settings' name of a rule ("batch", "other_clusters")
+            settings["negatives"], negatives = negatives, None
+        if n_clusters is not None:
+            if "k" in settings:
+                raise TypeError("give n_clusters or k, not both (they are one setting)")
+            settings["k"] = n_clusters
+        if pairs is not None and {"shuffle_unit", "min_units"} & set(settings):
             raise ValueError("shuffle_unit and min_units set the default pair builder: with pairs=, give them to "
                              "it (ShuffleDividePairs(unit, min_units=...))")
-        self.pairs = pairs if pairs is not None else ShuffleDividePairs(
-            shuffle_unit or "sentence", min_units=4 if min_units is None else min_units, seed=seed)
-        self.negatives: Negatives = negatives if negatives is not None else BatchNegatives()
-        self.train = train or default_shuffle_divide_train()
-        if self.train.loss.name not in ("ntxent", "mnr"):
-            raise ValueError("train.loss.name must be a pair loss (ntxent or mnr): the pairs have no labels")
+        self.config = settings_with(config, settings)
+        self.encoder = encoder
+        self.n_clusters = self.config.k or DEFAULT_CLUSTERS
+        self.clusterer: Clusterer = clusterer if clusterer is not None else self.config.clusterer(self.n_clusters)
+        self.pairs = pairs if pairs is not None else self.config.pair_builder()
+        self.negatives: Negatives = negatives if negatives is not None else self.config.negatives_rule()
         if self.negatives.group_column and self.train.loss.name != "ntxent":
             raise ValueError("these negatives mask NT-Xent's in-batch negatives: set train.loss.name to ntxent")
-        self.max_length = max_length
-        self.batch_size = batch_size
-        if select_by not in ("tfidf_silhouette", "silhouette", "last"):
-            raise ValueError(f"select_by must be tfidf_silhouette, silhouette or last, got {select_by!r}")
-        self.select_by = select_by
-        self.seed = seed
         self.work_dir = work_dir
         self.encoder_ = None
         self.centroids_: np.ndarray | None = None
@@ -138,6 +147,14 @@ class ShuffleDivide:
         self.history_: list[dict[str, Any]] = []
         self.chosen_epoch_: int | None = None
         self.embeddings_: np.ndarray | None = None  # the fitted documents under the kept epoch's model
+
+    # the settings the methods below read, by their names in ``config``
+    epochs = property(lambda self: self.config.epochs)
+    select_by = property(lambda self: self.config.select_by)
+    train = property(lambda self: self.config.train)
+    max_length = property(lambda self: self.config.encode_max_length)
+    batch_size = property(lambda self: self.config.encode_batch_size)
+    seed = property(lambda self: self.config.train.seed)
 
     def fit(self, documents: Sequence[str]) -> "ShuffleDivide":
         documents = checked_texts(documents, "documents")
@@ -228,8 +245,8 @@ class ShuffleDivide:
             raise FileNotFoundError(f"{path} has no {MANIFEST}: it holds an encoder but no clusters (save a "
                                     "model after fit_predict)")
         manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
-        settings = {"n_clusters": manifest["n_clusters"], "max_length": manifest["max_length"],
-                    "batch_size": manifest["batch_size"], **kwargs}
+        settings = {"n_clusters": manifest["n_clusters"], "encode_max_length": manifest["max_length"],
+                    "encode_batch_size": manifest["batch_size"], **kwargs}
         model = cls(str(path), **settings)
         model.encoder_ = load_text_encoder(str(path), model.max_length)
         model.centroids_ = np.load(Path(path) / CENTROIDS).astype(np.float32)

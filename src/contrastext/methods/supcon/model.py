@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from contrastext.config import TrainConfig
-from contrastext.methods.supcon.settings import ClassifyLoss, classify_train_config, default_classify_train
+from contrastext.methods.supcon.settings import SupConSettings, classify_train_config, default_classify_train
 from contrastext.methods.training import encoder_spec, fit_rows, work_folder
 from contrastext.models.resolve import DEFAULT_MODEL
 
@@ -30,34 +30,36 @@ MANIFEST = "supcon_classifier.json"
 class SupConClassifier:
     """``fit(texts, labels)`` trains encoder + head; ``predict`` gives labels, ``predict_proba`` [N, classes].
 
-    ``ntxent_weight`` is λ (0: focal loss alone); ``train`` overrides the whole train block (default: the
-    job's, batch 32 with 4 rows per class, mean pooling, 128 tokens, one epoch); ``epochs``, ``lr`` and
-    ``head_lr`` override its values where given. ``encoder`` may also be a classifier
-    folder an earlier fit saved: ``reset_head=False`` keeps its head, ``freeze_encoder=True`` trains the head
-    alone (the second phase of the two-phase schedule). ``classes_`` holds the labels in the order of
+    Settings: ``config`` (a ``SupConSettings``; a job variant gives its own) with any of its fields given as
+    a keyword over it, the loss's too: ``ntxent_weight`` is λ (default 0: focal loss alone, as the job's
+    variants), ``focal_weight``, ``gamma``, ``temperature``; ``epochs``, ``lr`` and ``head_lr`` override the
+    train block's values where given. ``train`` is the whole train block (default: the job's, batch 32 with 4
+    rows per class, mean pooling, 128 tokens, one epoch). ``encoder`` may also be a classifier folder an
+    earlier fit saved: its head is trained on unless ``reset_head=True``, ``freeze_encoder=True`` trains the
+    head alone (the second phase of the two-phase schedule). ``classes_`` holds the labels in the order of
     ``predict_proba``'s columns (sorted, unless ``fit`` is given ``classes``). ``work_dir``: where the fit's
     checkpoints and model are kept; without one they go to a temporary folder removed at the end of ``fit``.
     """
 
-    def __init__(self, encoder: Any = DEFAULT_MODEL, *, ntxent_weight: float = 1.0, focal_weight: float = 1.0,
-                 gamma: float = 2.0, temperature: float = 0.1, epochs: int | None = None, lr: float | None = None,
-                 head_lr: float | None = None, freeze_encoder: bool = False, reset_head: bool = True,
+    def __init__(self, encoder: Any = DEFAULT_MODEL, *, config: SupConSettings | None = None,
                  train: TrainConfig | None = None, batch_size: int = 64,
-                 work_dir: str | os.PathLike[str] | None = None):
+                 work_dir: str | os.PathLike[str] | None = None, **settings: Any):
         self.encoder = encoder
-        self.loss = ClassifyLoss(focal_weight=focal_weight, ntxent_weight=ntxent_weight, gamma=gamma,
-                                 temperature=temperature)
-        self.epochs = epochs
-        self.lr = lr
-        self.head_lr = head_lr
-        self.freeze_encoder = freeze_encoder
-        self.reset_head = reset_head
+        self.config = SupConSettings.given(config, settings)
         self.train = train or default_classify_train()
         self.batch_size = batch_size
         self.work_dir = work_dir
         self.model_ = None
         self.classes_: list[Any] = []
         self.fit_result_ = None
+
+    # the settings the methods below read, by their names in ``config``
+    loss = property(lambda self: self.config.loss)
+    epochs = property(lambda self: self.config.epochs)
+    lr = property(lambda self: self.config.lr)
+    head_lr = property(lambda self: self.config.head_lr)
+    freeze_encoder = property(lambda self: self.config.freeze_encoder)
+    reset_head = property(lambda self: self.config.reset_head)
 
     def train_config(self, num_labels: int, model: str) -> TrainConfig:
         """The train block a fit from ``model`` (a spec or folder) on ``num_labels`` classes runs."""

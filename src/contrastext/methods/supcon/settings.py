@@ -1,7 +1,10 @@
 """Settings of the focal + supervised NT-Xent classifier, shared by ``SupConClassifier`` and the
-``supcon_classify`` job: the loss weights and the train block of the ``classify`` objective."""
+``supcon_classify`` job: how one classifier trains (``SupConSettings``: the loss, the head's options, epochs
+and rates; each job variant is one) and the train block of the ``classify`` objective."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from pydantic import Field, model_validator
 
@@ -24,6 +27,38 @@ class ClassifyLoss(Settings):
         if self.ntxent_weight == 0:
             return LossConfig(name="focal", params={"gamma": self.gamma, "focal_weight": self.focal_weight})
         return LossConfig(name="focal_supcon", params=self.model_dump())
+
+
+class SupConSettings(Settings):
+    """How one classifier trains: ``SupConClassifier(config=...)`` (or any field, the loss's too, as a
+    keyword) and each variant of the ``supcon_classify`` job, so each default is written once."""
+
+    loss: ClassifyLoss = Field(default_factory=ClassifyLoss)
+    freeze_encoder: bool = Field(False, description="train the head alone (phase 2 of the two-phase schedule)")
+    reset_head: bool = Field(False, description="a new head instead of the one the start model has")
+    epochs: int | None = Field(None, ge=1, description="None: train.epochs")
+    lr: float | None = Field(None, gt=0, description="None: train.optimizer.lr")
+    head_lr: float | None = Field(None, gt=0, description="None: train.classifier.head_lr")
+
+    @model_validator(mode="after")
+    def _something_trains(self) -> "SupConSettings":
+        if self.freeze_encoder and self.loss.ntxent_weight and self.loss.focal_weight == 0:
+            raise ValueError("a frozen encoder with NT-Xent alone trains nothing")
+        return self
+
+    @classmethod
+    def given(cls, config: "SupConSettings | None", settings: dict[str, Any]) -> "SupConSettings":
+        """``config`` (default: the defaults; a job variant gives its settings) with ``settings`` over it; a
+        loss field (``ntxent_weight``, ``focal_weight``, ``gamma``, ``temperature``) may be given on its own. A
+        keyword that is neither is a TypeError that names them."""
+        fields, loss_fields = set(cls.model_fields), set(ClassifyLoss.model_fields)
+        unknown = sorted(set(settings) - fields - loss_fields)
+        if unknown:
+            raise TypeError(f"unknown settings {unknown}; they are {', '.join(sorted(fields | loss_fields))}")
+        data = (config or cls()).model_dump(include=fields)
+        data |= {key: value for key, value in settings.items() if key in fields}
+        data["loss"] = {**data["loss"], **{key: value for key, value in settings.items() if key in loss_fields}}
+        return cls.model_validate(data)
 
 
 def default_classify_train() -> TrainConfig:
