@@ -1,6 +1,6 @@
 """The self-training loop shared by WCSBert and the job: which round and head it keeps, when it stops, and
 when it asks the guard. The runner and guard here are small hand-made ones with known scores; the class and
-the job run the loop with their real ones (tests/methods/test_wcsbert_class.py, tests/pipelines)."""
+the job run the loop with their real ones (tests/methods/wcsbert/test_wcsbert_class.py, tests/pipelines)."""
 
 from __future__ import annotations
 
