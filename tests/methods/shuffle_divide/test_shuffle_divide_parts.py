@@ -138,6 +138,7 @@ def test_the_class_and_the_job_share_one_settings_object_and_its_defaults():
         ShuffleDivide(layers=2)
     with pytest.raises(TypeError, match="not both"):
         ShuffleDivide(n_clusters=3, k=4)
+    assert ShuffleDivide(n_clusters=1, clusterer=OneCluster()).n_clusters == 1  # a clusterer's own business
 
 
 def test_the_job_builds_its_method_from_the_same_parts():
@@ -151,3 +152,18 @@ def test_the_job_builds_its_method_from_the_same_parts():
     assert isinstance(plain.pairs, ShuffleDividePairs) and (plain.pairs.unit, plain.pairs.min_units) == ("word", 5)
     assert isinstance(plain.negatives, BatchNegatives)
     assert method.select_by == "tfidf_silhouette" and method_of(ShuffleDivideConfig(select_by="last"), 3).select_by == "last"
+
+
+def test_a_saved_model_with_one_cluster_loads_and_assigns_every_document_to_it(tiny_encoder_dir, tmp_path):
+    """A user's clusterer may put every document in one cluster: the saved model still loads."""
+    import shutil
+
+    from contrastext.methods.shuffle_divide.model import save_clusters
+
+    folder = tmp_path / "one-cluster"
+    shutil.copytree(tiny_encoder_dir, folder)
+    width = ShuffleDivide(str(folder), epochs=0, encode_max_length=32).fit(NEWS_DOCUMENTS).embeddings_.shape[1]
+    save_clusters(str(folder), np.ones((1, width), np.float32), max_length=32, batch_size=8)
+    model = ShuffleDivide.load(folder)
+    assert model.n_clusters == 1 and model.max_length == 32 and model.batch_size == 8
+    assert model.predict(NEWS_DOCUMENTS).tolist() == [0] * len(NEWS_DOCUMENTS)

@@ -115,6 +115,8 @@ def test_the_class_and_the_jobs_variants_share_one_settings_object_and_its_defau
     model = variant_model(SupconClassifyConfig(variants=[variant]), variant, None)
     assert model.config == SupConSettings.given(variant, {}) and model.freeze_encoder and model.head_lr == 0.01
     assert SupConClassifier(config=variant, lr=1e-4).config.loss.ntxent_weight == 1.0  # keywords go over it
+    assert SupConClassifier(loss=ClassifyLoss(gamma=0.5), focal_weight=2.0).loss == ClassifyLoss(gamma=0.5,
+                                                                                                 focal_weight=2.0)
     with pytest.raises(TypeError, match="unknown settings .'layers'.*ntxent_weight"):
         SupConClassifier(layers=2)
     with pytest.raises(ValueError, match="trains nothing"):

@@ -125,16 +125,16 @@ class ShuffleDivide:
                  **settings: Any):
         if isinstance(negatives, str):  # the settings' name of a rule ("batch", "other_clusters")
             settings["negatives"], negatives = negatives, None
-        if n_clusters is not None:
-            if "k" in settings:
-                raise TypeError("give n_clusters or k, not both (they are one setting)")
+        if n_clusters is not None and "k" in settings:
+            raise TypeError("give n_clusters or k, not both (they are one setting)")
+        if n_clusters is not None and clusterer is None:  # with a clusterer of one's own, its business
             settings["k"] = n_clusters
         if pairs is not None and {"shuffle_unit", "min_units"} & set(settings):
             raise ValueError("shuffle_unit and min_units set the default pair builder: with pairs=, give them to "
                              "it (ShuffleDividePairs(unit, min_units=...))")
         self.config = settings_with(config, settings)
         self.encoder = encoder
-        self.n_clusters = self.config.k or DEFAULT_CLUSTERS
+        self.n_clusters = n_clusters if n_clusters is not None else self.config.k or DEFAULT_CLUSTERS
         self.clusterer: Clusterer = clusterer if clusterer is not None else self.config.clusterer(self.n_clusters)
         self.pairs = pairs if pairs is not None else self.config.pair_builder()
         self.negatives: Negatives = negatives if negatives is not None else self.config.negatives_rule()
@@ -245,9 +245,9 @@ class ShuffleDivide:
             raise FileNotFoundError(f"{path} has no {MANIFEST}: it holds an encoder but no clusters (save a "
                                     "model after fit_predict)")
         manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
-        settings = {"n_clusters": manifest["n_clusters"], "encode_max_length": manifest["max_length"],
-                    "encode_batch_size": manifest["batch_size"], **kwargs}
+        settings = {"encode_max_length": manifest["max_length"], "encode_batch_size": manifest["batch_size"], **kwargs}
         model = cls(str(path), **settings)
+        model.n_clusters = manifest["n_clusters"]  # the saved clusters' number (one, from a user's clusterer, too)
         model.encoder_ = load_text_encoder(str(path), model.max_length)
         model.centroids_ = np.load(Path(path) / CENTROIDS).astype(np.float32)
         return model

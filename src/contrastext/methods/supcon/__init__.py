@@ -1,7 +1,8 @@
 """Focal + supervised NT-Xent classification.
 
 ``model`` is the ``SupConClassifier`` class (the ``supcon_classify`` job is
-``contrastext.pipelines.supcon_classify``); ``settings`` holds the loss choice and training settings both use.
+``contrastext.pipelines.supcon_classify``); ``settings`` holds the settings both use (``SupConSettings``: the
+loss, the head's options, epochs and rates) and the train block; ``config`` is the job's config.
 """
 
 from __future__ import annotations

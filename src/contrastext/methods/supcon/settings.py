@@ -57,6 +57,8 @@ class SupConSettings(Settings):
             raise TypeError(f"unknown settings {unknown}; they are {', '.join(sorted(fields | loss_fields))}")
         data = (config or cls()).model_dump(include=fields)
         data |= {key: value for key, value in settings.items() if key in fields}
+        if isinstance(data["loss"], ClassifyLoss):
+            data["loss"] = data["loss"].model_dump()
         data["loss"] = {**data["loss"], **{key: value for key, value in settings.items() if key in loss_fields}}
         return cls.model_validate(data)
 

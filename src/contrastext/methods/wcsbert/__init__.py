@@ -7,7 +7,8 @@
 (what a model classifies with), ``guard`` and ``stopping`` (which round and head to deliver). The job's
 parts: ``job_run`` (what a run's stages share), ``category_pretraining``, ``pool``, ``category_votes`` and
 ``round_pairs`` (pairs on storage), ``stored_rounds`` (the rounds over the pool's ``.h5`` shards),
-``evaluation`` and ``report``; ``contrastext.pipelines.wcsbert`` only puts them in order.
+``evaluation`` and ``report``; ``contrastext.pipelines.wcsbert`` builds the corpus, writes and encodes the
+pool, puts the stages in order and delivers the model.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     model = WCSBert().fit(texts, labels=["World", "Sports", "Business", "Science"])
     model.predict(["The striker scored twice."])  # ["Sports"]
 
-Each round is the job's round (``contrastext.pipelines.wcsbert``; both run ``methods.wcsbert.rounds.run_rounds``)
+Each round is the job's round (``methods.wcsbert.stored_rounds``; both run ``methods.wcsbert.rounds.run_rounds``)
 on texts held in memory: the current model scores the texts against the label prompts, the teacher turns
 those scores into pseudo-labels, the most confident share of each label (``selection``) pairs its texts with
 the label's best prompt, and MNR training on those pairs (``contrastext.train.fit``) gives the next round's
