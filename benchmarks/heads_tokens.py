@@ -33,14 +33,13 @@ PAGE = REPO_ROOT / "docs" / "generated" / "heads_tokens.md"
 WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
-def head_accuracies(encoder, label_set, template: str, pool: list[str], texts: list[str], gold: np.ndarray,
+def head_accuracies(encoder, prompts, pool: list[str], texts: list[str], gold: np.ndarray,
                     tokens: int) -> dict[str, float]:
-    """Accuracy on ``texts`` of each weight's head, the prototypes made from ``pool``, both read at ``tokens``."""
-    from contrastext.methods.wcsbert.heads import LabelHead
+    """Accuracy on ``texts`` of each weight's head between ``prompts`` (a ``LabelHead``) and the prototypes
+    made from ``pool``, both read at ``tokens``."""
     from contrastext.vectors import unit_rows
     from contrastext.zeroshot import label_scores
 
-    prompts = LabelHead.from_prompts(encoder, label_set, [template])
     prototypes = prompts.prototypes(encoder.encode(pool, batch_size=64, max_length=tokens))
     embeddings = encoder.encode(texts, batch_size=64, max_length=tokens)
     accuracy = {}
@@ -53,6 +52,7 @@ def head_accuracies(encoder, label_set, template: str, pool: list[str], texts: l
 
 def run(name: str, seed: int, rows: int, tokens: list[int]) -> dict:
     from contrastext import WCSBert
+    from contrastext.methods.wcsbert.heads import LabelHead
     from contrastext.models import TextEncoder
     from contrastext.zeroshot import LabelSet
 
@@ -67,9 +67,9 @@ def run(name: str, seed: int, rows: int, tokens: list[int]) -> dict:
            "train_s": round(time.perf_counter() - started, 1)}
     label_set = LabelSet.build(names, aliases)
     for stage, encoder in (("untrained", TextEncoder.from_pretrained("bundled:minilm")), ("round 1", trained.encoder_)):
+        prompts = LabelHead.from_prompts(encoder, label_set, [spec.template])  # label strings: short at any limit
         for limit in tokens:
-            row[f"{stage}, {limit}"] = head_accuracies(encoder, label_set, spec.template, pool.texts,
-                                                       evaluation.texts, gold, limit)
+            row[f"{stage}, {limit}"] = head_accuracies(encoder, prompts, pool.texts, evaluation.texts, gold, limit)
     print(json.dumps(row), flush=True)
     return row
 

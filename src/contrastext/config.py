@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
@@ -29,6 +30,16 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
     replaced_whole: ClassVar[bool] = False
     belongs_to: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def refuse_unknown(cls, keywords: Iterable[str], owner: str, also: Iterable[str] = ()) -> None:
+        """A TypeError naming every setting when ``keywords`` (given to ``owner``, a class that takes this block's
+        fields, and ``also``, as keywords) hold one that is neither."""
+        known = set(cls.model_fields) | set(also)
+        unknown = sorted(set(keywords) - known)
+        if unknown:
+            raise TypeError(f"{owner} got unknown settings {unknown}; a setting is a field of "
+                            f"{cls.__module__}.{cls.__name__}: {sorted(known)}")
 
 
 BackendName = Literal["torch", "onnx", "onnx-int8", "auto"]

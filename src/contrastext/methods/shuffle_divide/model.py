@@ -89,14 +89,11 @@ def settings_with(config: ShuffleDivideSettings | None, settings: dict[str, Any]
     """``config`` (default: the job's defaults; a job config gives its method settings) with ``settings``
     over it, validated; a keyword that is not a setting is a TypeError that names the settings."""
     base = config.settings() if isinstance(config, ShuffleDivideConfig) else config or ShuffleDivideSettings()
-    fields = ShuffleDivideSettings.model_fields
     renamed = {key: RENAMED[key] for key in settings if key in RENAMED}
     if renamed:
         raise TypeError("ShuffleDivide's settings now have the job's names: " +
                         ", ".join(f"{old} is {new}" for old, new in renamed.items()))
-    unknown = sorted(set(settings) - set(fields))
-    if unknown:
-        raise TypeError(f"ShuffleDivide got unknown settings {unknown}; they are {', '.join(fields)}")
+    ShuffleDivideSettings.refuse_unknown(settings, "ShuffleDivide")
     return ShuffleDivideSettings.model_validate(base.model_dump() | settings)
 
 

@@ -52,9 +52,7 @@ class SupConSettings(Settings):
         loss field (``ntxent_weight``, ``focal_weight``, ``gamma``, ``temperature``) may be given on its own. A
         keyword that is neither is a TypeError that names them."""
         fields, loss_fields = set(cls.model_fields), set(ClassifyLoss.model_fields)
-        unknown = sorted(set(settings) - fields - loss_fields)
-        if unknown:
-            raise TypeError(f"unknown settings {unknown}; they are {', '.join(sorted(fields | loss_fields))}")
+        cls.refuse_unknown(settings, "SupConClassifier", also=loss_fields)
         data = (config or cls()).model_dump(include=fields)
         data |= {key: value for key, value in settings.items() if key in fields}
         if isinstance(data["loss"], ClassifyLoss):

@@ -93,10 +93,7 @@ class WCSBert:
             settings["heads"] = [settings["heads"]]
         elif settings.get("heads") is not None:
             settings["heads"] = list(settings["heads"])
-        unknown = sorted(set(settings) - set(RoundsConfig.model_fields))
-        if unknown:
-            raise TypeError(f"WCSBert got unknown settings {unknown}; a setting is a field of "
-                            f"contrastext.methods.wcsbert.config.RoundsConfig: {sorted(RoundsConfig.model_fields)}")
+        RoundsConfig.refuse_unknown(settings, "WCSBert")
         base = (config or RoundsConfig()).model_dump()
         try:
             # None stands for the default, except where None is a setting of its own (no cap on pairs)
