@@ -9,8 +9,9 @@ selection) on texts in memory, with every round run (no early stop), from the bu
 seeded sample of one half of the texts (labels never read); ``--holdout`` of it is never trained on, for
 rules that score a model on texts it did not learn from; the gold labels of the other half score every
 candidate. A candidate is a (round, head): round 0 is the untrained model; the heads are ``prompts`` (each
-label's prompt vectors) and ``prototypes`` (the mean of each label's most confident pool items under that
-model). The signals, per candidate, on the trained pool and on the held-out part:
+label's prompt vectors), ``prototypes`` (the mean of each label's most confident pool items under that
+model) and ``blend`` (their renormalised mean; records made before it have the first two only). The
+signals, per candidate, on the trained pool and on the held-out part:
 
 - ``guard``: the shipped guard (``methods.wcsbert.guard``): kappa of the labels over round-0 neighbourhoods ×
   the share of labels still nearest their own name; ``kappa0`` and ``anchored`` are its parts;
@@ -223,9 +224,12 @@ class Recorder:
                     for part in ("trained", "held_out", "eval_texts")}
         prototypes = label_prototypes(embedded["trained"], prompt_head.scores(embedded["trained"]), 0.5,
                                       fallback=label_prompt_vectors(encoder, self.label_set, self.method.prompts))
+        blend_head = prompt_head.blend(LabelHead("prototypes", prototypes[prompt_head.owner], prompt_head.owner,
+                                                 prompt_head.n_labels))
         heads: dict[str, Callable[[np.ndarray], np.ndarray]] = {
             "prompts": lambda e: prompt_head.scores(e).argmax(1),
-            "prototypes": lambda e: prototype_scores(e, prototypes).argmax(1)}
+            "prototypes": lambda e: prototype_scores(e, prototypes).argmax(1),
+            "blend": lambda e: blend_head.scores(e).argmax(1)}
         record = {}
         for head, labels_of in heads.items():
             predicted = labels_of(embedded["eval_texts"])
@@ -281,7 +285,7 @@ def run_set(name: str, spec: LabelSetSpec, args: argparse.Namespace) -> dict:
         candidates[record["round"]] = recorder.candidate(encoder)
         rounds.append({key: value for key, value in record.items() if key != "model"})
         print(f"  {name} round {record['round']}: " + ", ".join(
-            f"{head} {candidates[record['round']][head]['accuracy']:.4f}" for head in ("prompts", "prototypes")),
+            f"{head} {entry['accuracy']:.4f}" for head, entry in candidates[record['round']].items()),
             flush=True)
 
     method.fit(trained, names, config.labels.aliases, on_round=on_round)
@@ -317,15 +321,23 @@ def sequential(record: dict, heads: list[str], part: str, signal: str) -> tuple[
     return best
 
 
+#: the prototypes' lead a trained round needs without the blend head (methods.wcsbert.guard)
+TRAINED_MARGIN = 0.1
+
+
 def round_then_head(record: dict, part: str, margin: float | None,
-                    trained_margin: float | None = None) -> tuple[int, str]:
+                    trained_margin: float | str | None = None) -> tuple[int, str]:
     """The round by the prompt head's guard (as the job chose it before heads), then the prototype head only
     where its guard beats the prompts' by more than ``margin`` on that model (``trained_margin``, where given,
-    on a trained round's; None: only on the round-0 model)."""
+    on a trained round's; "blend": the blend head on a trained round; None: only on the round-0 model)."""
     r, _ = sequential(record, ["prompts"], part, "guard")
     candidate = record["candidates"][str(r)]
     if margin is None:
         return r, "prototypes" if r == 0 else "prompts"
+    if r and trained_margin == "blend" and "blend" in candidate:
+        return r, "blend"
+    if trained_margin == "blend":  # the round-0 model, or a record made before the blend head: the margins
+        trained_margin = TRAINED_MARGIN
     if r and trained_margin is not None:
         margin = trained_margin
     gain = _value(candidate, "prototypes", part, "guard") - _value(candidate, "prompts", part, "guard")
@@ -343,6 +355,8 @@ for _part in ("trained", "held_out"):
             lambda rec, p=_part, m=_margin: round_then_head(rec, p, m))
     RULES[f"guard ({_part}) round, prototypes if +0.05 (round 0) / +0.1 (trained)"] = (
         lambda rec, p=_part: round_then_head(rec, p, 0.05, 0.1))
+    RULES[f"guard ({_part}) round, prototypes if +0.05 (round 0) / blend (trained)"] = (
+        lambda rec, p=_part: round_then_head(rec, p, 0.05, "blend"))
     for _signal in ("guard", "kappa0", "kappa_own", "own*anchored", "guard*agreement"):
         RULES[f"{_signal} ({_part}), prompts"] = (
             lambda rec, p=_part, s=_signal: sequential(rec, ["prompts"], p, s))
@@ -359,7 +373,7 @@ def rule_table(records: list[dict], noise: float) -> tuple[list[dict], list[list
         losses, below, decisions = [], 0, 0
         for record in records:
             candidates = record["candidates"]
-            oracle = max(c[h]["accuracy"] for c in candidates.values() for h in ("prompts", "prototypes"))
+            oracle = max(entry["accuracy"] for c in candidates.values() for entry in c.values())
             r, head = choose(record)
             delivered = candidates[str(r)][head]["accuracy"]
             losses.append(oracle - delivered)
@@ -382,9 +396,13 @@ def accuracy_noise(records: list[dict]) -> float:
     return float(max(spreads)) if spreads else 0.0
 
 
-#: the rule the job ships (``methods.wcsbert.guard``: the prompt head's guard chooses the round, prototypes where
-#: they beat it by more than PROTOTYPE_MARGIN), and the same guard with the prompt head only, for comparison
-SHIPPED = "guard (trained) round, prototypes if +0.05 (round 0) / +0.1 (trained)"
+#: the rule the job ships (``methods.wcsbert.guard``: the prompt head's guard chooses the round; the round-0
+#: model's prototypes where they beat its prompts by more than PROTOTYPE_MARGIN, a trained round's blend), and
+#: the same guard with the prompt head only, for comparison
+SHIPPED = "guard (trained) round, prototypes if +0.05 (round 0) / blend (trained)"
+#: the rule shipped before the blend head (records made then have no blend, and the shipped rule falls back
+#: to it on them)
+MARGINS = "guard (trained) round, prototypes if +0.05 (round 0) / +0.1 (trained)"
 #: the rule shipped before the second draw (seed 1) showed its trained-round margin too small
 EARLIER = "guard (trained) round, prototypes if +0.05"
 BEFORE = "guard (trained), prompts"
@@ -410,7 +428,7 @@ def set_summary(record: dict) -> dict:
         return {"round": r, "head": head, "accuracy": round(entry["accuracy"], 4),
                 "macro_f1": round(entry["macro_f1"], 4)}
 
-    oracle = max((scored(int(r), head) for r in candidates for head in ("prompts", "prototypes")),
+    oracle = max((scored(int(r), head) for r in candidates for head in candidates[r]),
                  key=lambda row: row["accuracy"])
     return {"set": record["set"], "labels": len(record["labels"]), "aliases": record["aliases"],
             "pool": record["pool"], "eval": record["eval"], "largest_share": max(record["pool_shares"]),

@@ -21,11 +21,13 @@ def test_each_page_is_its_summary_rendered():
         assert guard_record.page_path(seed).read_text(encoding="utf-8") == guard_record.render_page(summary)
 
 
-def test_the_shipped_rule_is_the_guards_margins():
-    assert guard_record.SHIPPED.endswith(f"+{PROTOTYPE_MARGIN} (round 0) / +{TRAINED_PROTOTYPE_MARGIN} (trained)")
+def test_the_shipped_rule_is_the_guards_margins_and_the_blend():
+    assert guard_record.SHIPPED.endswith(f"+{PROTOTYPE_MARGIN} (round 0) / blend (trained)")
+    assert guard_record.MARGINS.endswith(f"+{PROTOTYPE_MARGIN} (round 0) / +{TRAINED_PROTOTYPE_MARGIN} (trained)")
+    # the second draw was made under the margins alone, which its page marks as shipped
     summary = json.loads(guard_record.summary_path(1).read_text(encoding="utf-8"))
-    assert summary["shipped"] == guard_record.SHIPPED
-    assert guard_record.SHIPPED in {row["rule"] for row in summary["rules"]}
+    assert summary["shipped"] == guard_record.MARGINS
+    assert guard_record.MARGINS in {row["rule"] for row in summary["rules"]}
     # the first record was made under the earlier rule, which its page marks as shipped
     first = json.loads(guard_record.SUMMARY.read_text(encoding="utf-8"))
     assert "shipped" not in first and guard_record.EARLIER in {row["rule"] for row in first["rules"]}
@@ -53,6 +55,13 @@ def test_a_record_delivers_what_the_rule_chooses():
     # needs 0.1 there; on the round-0 model 0.07 is enough
     record["candidates"]["1"] = candidate({"prompts": 0.8, "prototypes": 0.75}, {"prompts": 0.6, "prototypes": 0.67})
     assert guard_record.RULES[guard_record.EARLIER](record) == (1, "prototypes")
+    assert guard_record.RULES[guard_record.MARGINS](record) == (1, "prompts")
+    # a record made before the blend head: the shipped rule falls back to the margins
     assert guard_record.RULES[guard_record.SHIPPED](record) == (1, "prompts")
+    # with the blend recorded, a trained round is delivered with it
+    for r in ("0", "1", "2"):
+        record["candidates"][r]["blend"] = dict(record["candidates"][r]["prompts"], accuracy=0.9)
+    assert guard_record.RULES[guard_record.SHIPPED](record) == (1, "blend")
+    assert guard_record.set_summary(record)["oracle"]["head"] == "blend"
     record["candidates"]["0"] = candidate({"prompts": 0.6, "prototypes": 0.7}, {"prompts": 0.7, "prototypes": 0.77})
     assert guard_record.RULES[guard_record.SHIPPED](record) == (0, "prototypes")

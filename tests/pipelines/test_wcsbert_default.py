@@ -53,14 +53,15 @@ def test_the_default_self_trains_on_one_half_evaluates_on_the_other_and_guards_i
         assert guard == pytest.approx(part["guard_kappa"] * part["guard_anchored"])
         assert round(part["guard_anchored"] * 11) == pytest.approx(part["guard_anchored"] * 11)
     assert summary["chosen_round"] == max(range(3), key=lambda r: (guards[r], -r))
-    # each model scored with both heads, the prompts' score its guard; prototypes delivered only if clearly
-    # better, by a larger lead on a trained round than on the round-0 model
-    from contrastext.methods.wcsbert.guard import PROTOTYPE_MARGIN, TRAINED_PROTOTYPE_MARGIN
+    # each model scored with the three heads, the prompts' score its guard; a trained round is delivered with
+    # the blend, the round-0 model with its prototypes only where they are clearly better
+    from contrastext.methods.wcsbert.guard import PROTOTYPE_MARGIN
 
     for r, part in enumerate(parts):
-        heads, margin = part["guard_heads"], TRAINED_PROTOTYPE_MARGIN if r else PROTOTYPE_MARGIN
-        assert part["guard"] == heads["prompts"] and set(heads) == {"prompts", "prototypes"}
-        assert (part["head"] == "prototypes") == (heads["prototypes"] > heads["prompts"] + margin)
+        heads = part["guard_heads"]
+        assert part["guard"] == heads["prompts"] and set(heads) == {"prompts", "prototypes", "blend"}
+        assert part["head"] == ("blend" if r else "prototypes" if heads["prototypes"] > heads["prompts"] +
+                                PROTOTYPE_MARGIN else "prompts")
     assert summary["chosen_head"] == parts[summary["chosen_round"]]["head"]
     assert summary["final"]["delivered"]["head"] == summary["chosen_head"]
     assert summary["final_model"] == (summary["rounds"][summary["chosen_round"] - 1]["model"]
@@ -106,7 +107,7 @@ def test_with_no_round_the_guard_still_chooses_the_head_delivered(ray_session, t
     summary = run_wcsbert(_config(tmp_path, tiny_encoder_dir, "rounds.rounds=0", "pretrain.enabled=false"))
     assert summary["rounds"] == [] and summary["chosen_round"] == 0
     heads = summary["guard_round_0_parts"]["guard_heads"]
-    assert set(heads) == {"prompts", "prototypes"} and summary["guard_round_0"] == heads["prompts"]
+    assert set(heads) == {"prompts", "prototypes", "blend"} and summary["guard_round_0"] == heads["prompts"]
     assert summary["chosen_head"] == ("prototypes" if heads["prototypes"] > heads["prompts"] + PROTOTYPE_MARGIN
                                       else "prompts")
     delivered = WCSBert.load(summary["delivered"])

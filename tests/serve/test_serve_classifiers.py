@@ -154,8 +154,8 @@ def test_create_poll_classify_list_restart_delete(served):
 
 
 def test_a_guarded_training_reports_its_guard_and_serves_the_round_it_chose(served):
-    """The guard scores the base model and each round, each with its prompt and prototype heads, without
-    labels; the classifier serves the best of them (for the random test model that may be the base model
+    """The guard scores the base model and each round, each with its prompt, prototype and blend heads,
+    without labels; the classifier serves the best of them (for the random test model that may be the base model
     itself, which the status then says)."""
     _, url, _ = served
     created = post(url, "v1/classifiers", request("guarded", rounds=1))
@@ -169,7 +169,10 @@ def test_a_guarded_training_reports_its_guard_and_serves_the_round_it_chose(serv
     served_scores = scores(post(url, "v1/classify", {"model": "guarded", "texts": NEWS_DOCUMENTS}).json())
     base_scores = scores(post(url, "v1/classify", {"model": "tiny", "texts": NEWS_DOCUMENTS, "labels": LABELS,
                                                    "aliases": ALIASES, "template": "{label}"}).json())
-    assert status["chosen_head"] in ("prompts", "prototypes") and done["head"] in ("prompts", "prototypes")
+    # a trained round is delivered with the blend of its two heads; the base model with one of the two
+    assert done["head"] == "blend"
+    assert status["chosen_head"] == "blend" if status["chosen_round"] else status["chosen_head"] in (
+        "prompts", "prototypes")
     as_base = status["chosen_round"] == 0 and status["chosen_head"] == "prompts"
     assert np.allclose(served_scores, base_scores, atol=1e-5) == as_base
     assert requests.delete(url + "v1/classifiers/guarded", timeout=TIMEOUT).status_code == 200

@@ -70,7 +70,7 @@ def method_of(config: WCSBertConfig):
         "train": rounds.train.model_copy(update={"encoder": config.encoder.model_copy(
             update={"max_length": rounds.train.encoder.max_length})})})
     return WCSBert(config.encoder.model, config=settings, templates=config.labels.prompts,
-                   batch_size=config.encode.batch_size)
+                   max_length=config.encoder.max_length, batch_size=config.encode.batch_size)
 
 
 # ---------------------------------------------------------------------------------------- stages

@@ -207,9 +207,9 @@ class RoundOut(BaseModel):
     seconds: float
     dev_accuracy: float | None = None
     guard: float | None = Field(None, description="the label-free guard score of this round's model")
-    head: Literal["prompts", "prototypes"] | None = Field(
-        None, description="the head that scored best on this round's model: its label prompts, or the prototypes "
-                          "of its own labels of the texts")
+    head: Literal["prompts", "prototypes", "blend"] | None = Field(
+        None, description="the head the guard chose for this round's model: its label prompts, the prototypes "
+                          "of its own labels of the texts, or their blend")
 
 
 class ClassifierStatus(BaseModel):
@@ -227,9 +227,9 @@ class ClassifierStatus(BaseModel):
     guard_untrained: float | None = Field(None, description="the label-free guard score of the base model")
     chosen_round: int | None = Field(None, description="the round whose model is served (0: the base model's, "
                                                        "kept by the guard)")
-    chosen_head: Literal["prompts", "prototypes"] | None = Field(
-        None, description="what the served model classifies with: its label prompts' vectors, or the prototypes "
-                          "of its own labels of the texts (chosen by the guard, without labels)")
+    chosen_head: Literal["prompts", "prototypes", "blend"] | None = Field(
+        None, description="what the served model classifies with: its label prompts' vectors, the prototypes "
+                          "of its own labels of the texts, or their blend (chosen by the guard, without labels)")
     stop_reason: str | None = Field(None, description="why the rounds stopped (all run, or the guard kept an earlier model)")
     version: int | None = Field(None, description="the registered version, once ready")
     created: str

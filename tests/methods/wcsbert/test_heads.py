@@ -1,6 +1,7 @@
-"""The heads a WC-SBERT model can be delivered with: its label prompts, or the prototypes of its own labels;
-the guard scores both, the prompts' score chooses the round and the prototypes are delivered only where they
-score clearly better; a head is saved and loaded with its kind."""
+"""The heads a WC-SBERT model can be delivered with: its label prompts, the prototypes of its own labels, or
+their blend; the guard scores each, the prompts' score chooses the round, a trained model is delivered with
+the blend where it is asked for, and otherwise the prototypes only where they score clearly better; a head is
+saved and loaded with its kind."""
 
 import numpy as np
 import pytest
@@ -64,10 +65,51 @@ def test_prototypes_within_the_margin_leave_the_prompts_delivered():
     assert HeadScores({"prototypes": GuardScore(0.2, 1.0)}, heads={}).best == "prototypes"  # the only one asked
 
 
-@pytest.mark.parametrize("kind", ["prompts", "prototypes"])
+def test_the_blend_lies_between_the_prompts_and_the_prototypes_and_follows_the_texts():
+    x, truth, prompts = _misnamed_clusters()
+    prototypes = prompts.prototypes(x)
+    blend = prompts.blend(prototypes)
+    assert blend.kind == "blend" and blend.vectors.shape == prompts.vectors.shape
+    np.testing.assert_allclose(np.linalg.norm(blend.vectors, axis=1), 1.0, atol=1e-5)
+    # each vector is the normalised mean: as close to its prompt as to its prototype, closer than they are
+    to_prompt = (blend.vectors * prompts.vectors).sum(axis=1)
+    to_prototype = (blend.vectors * prototypes.vectors).sum(axis=1)
+    np.testing.assert_allclose(to_prompt, to_prototype, atol=1e-5)
+    assert (to_prompt > (prompts.vectors * prototypes.vectors).sum(axis=1)).all()
+    np.testing.assert_allclose(prompts.blend(prototypes, weight=0.0).vectors, prompts.vectors, atol=1e-6)
+    np.testing.assert_allclose(prompts.blend(prototypes, weight=1.0).vectors, prototypes.vectors, atol=1e-6)
+    assert (blend.labels(x) == truth).mean() > (prompts.labels(x) == truth).mean() + 0.1
+    with pytest.raises(ValueError, match="same label strings"):
+        prompts.blend(LabelHead("prototypes", prototypes.vectors[:3], np.arange(3), 3))
+
+
+def test_a_trained_model_is_delivered_with_the_blend_where_it_is_asked_for():
+    x, _, prompts = _misnamed_clusters()
+    reference = guard_reference(np.arange(len(x)), x, prompts.vectors, prompts.owner, 4, 8)
+    trained = reference.score_heads(x, prompts.vectors, ("prompts", "blend"), trained=True)
+    assert list(trained.heads) == ["prompts", "blend"] and trained.best == "blend"
+    assert trained.value == trained.scores["prompts"].value  # the round is still chosen by the prompts
+    np.testing.assert_allclose(trained.heads["blend"].vectors, prompts.blend(prompts.prototypes(x)).vectors)
+    # the round-0 model is delivered with its prototypes where they lead by the margin, never with the blend
+    untrained = reference.score_heads(x, prompts.vectors, ("prompts", "prototypes", "blend"))
+    assert untrained.best == "prototypes" and set(untrained.scores) == {"prompts", "prototypes", "blend"}
+    from contrastext.methods.wcsbert.guard import TRAINED_PROTOTYPE_MARGIN
+
+    assert reference.score_heads(x, prompts.vectors, ("prompts", "prototypes"), trained=True).margin == (
+        TRAINED_PROTOTYPE_MARGIN)
+
+    def scores(blend: float, trained: bool) -> HeadScores:
+        return HeadScores({"prompts": GuardScore(0.5, 1.0), "blend": GuardScore(blend, 1.0)}, {}, 0.05, trained)
+
+    assert scores(0.3, trained=True).best == scores(0.9, trained=True).best == "blend"
+    assert scores(0.9, trained=False).best == "prompts"
+
+
+@pytest.mark.parametrize("kind", ["prompts", "prototypes", "blend"])
 def test_a_head_is_saved_and_loaded_with_its_kind(kind, tmp_path):
     x, _, prompts = _misnamed_clusters()
-    head = prompts if kind == "prompts" else prompts.prototypes(x)
+    head = {"prompts": prompts, "prototypes": prompts.prototypes(x),
+            "blend": prompts.blend(prompts.prototypes(x))}[kind]
     head.save(tmp_path)
     loaded = LabelHead.load(tmp_path)
     assert loaded.kind == kind

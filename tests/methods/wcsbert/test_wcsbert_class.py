@@ -52,7 +52,7 @@ def test_with_no_round_the_guard_chooses_the_untrained_models_head(untrained, ag
     pool, held_out, gold = ag_news
     chosen = WCSBert(rounds=0, template=TEMPLATE, max_length=AG_NEWS_MAX_LENGTH).fit(pool, LABELS, ALIASES)
     heads = chosen.guard_round_0_["guard_heads"]
-    assert chosen.history_ == [] and chosen.chosen_round_ == 0 and set(heads) == {"prompts", "prototypes"}
+    assert chosen.history_ == [] and chosen.chosen_round_ == 0 and set(heads) == {"prompts", "prototypes", "blend"}
     assert chosen.chosen_head_ == chosen.head.kind == (
         "prototypes" if heads["prototypes"] > heads["prompts"] + PROTOTYPE_MARGIN else "prompts")
     assert chosen.chosen_head_ == "prototypes", heads  # measured: guard 0.52 prompts, 0.69 prototypes
@@ -75,6 +75,9 @@ def test_one_round_of_self_training_beats_the_untrained_model_on_held_out_texts(
     assert record["round"] == 1 and 150 <= record["kept"] <= 200
     assert record["pairs"] == record["kept"] + record["text_pairs"] and record["text_pairs"] == record["kept"]
     assert record["steps"] == int(np.ceil(record["pairs"] / 32))
+    # the guard keeps the round, delivered with the blend of its prompts and its prototypes
+    assert self_trained.chosen_round_ == 1 and self_trained.chosen_head_ == self_trained.head.kind == "blend"
+    assert set(record["guard_heads"]) == {"prompts", "prototypes", "blend"} and record["head"] == "blend"
 
 
 @pytest.mark.integration
@@ -225,7 +228,9 @@ def test_the_class_and_the_job_share_one_settings_object_and_its_defaults():
     assert from_job.config.model_dump(exclude={"text_positives", "train"}) == \
         job.rounds.model_dump(exclude={"text_positives", "train"})
     assert isinstance(WCSBert().teacher, PrototypeTeacher) and isinstance(from_job.teacher, PrototypeTeacher)
-    assert WCSBert().max_length == from_job.max_length == job.rounds.train.encoder.max_length
+    # each text is read at the job's length by both (a round trains on fewer tokens)
+    assert WCSBert().max_length == from_job.max_length == job.encoder.max_length == 128
+    assert from_job.train.encoder.max_length == job.rounds.train.encoder.max_length == 64
     # a keyword is one field of the settings; the whole block works the same
     assert isinstance(WCSBert(pseudo_labels="prompts").teacher, PromptTeacher)
     assert WCSBert(rounds=3, heads="prompts").config.heads == ["prompts"] == WCSBert(heads=("prompts",)).config.heads

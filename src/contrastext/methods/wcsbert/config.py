@@ -137,6 +137,9 @@ class PoolConfig(Settings):
 #: rounds train on a text's first 64 tokens (a lead's title and first sentence say its topic): half the
 #: compute of 128, which the pool's encoding keeps
 ROUND_MAX_LENGTH = 64
+#: the tokens of each text read to label, score and predict it, by the job and the class alike; long texts
+#: gain from more (20 Newsgroups: +0.06 at 256, benchmarks/heads_tokens.py), short ones neither gain nor pay
+READ_MAX_LENGTH = 128
 
 
 def round_train() -> TrainConfig:
@@ -179,12 +182,13 @@ class RoundsConfig(Settings):
                                           "names (methods.wcsbert.guard), stop when a round lowers it; off: the last "
                                           "round is kept")
     guard_sample: int = Field(20_000, ge=10, description="pool items sampled for the guard's neighbourhoods")
-    heads: list[Literal["prompts", "prototypes"]] = Field(
-        ["prompts", "prototypes"], min_length=1,
-        description="the heads the guard scores each model with: the label prompts, and the prototypes of the "
-                    "model's own labels of the guard's sample (methods.wcsbert.heads); the first head's score chooses "
-                    "the round, another is delivered where it scores clearly better (methods.wcsbert.guard); the prompts "
-                    "alone with reencode: false")
+    heads: list[Literal["prompts", "prototypes", "blend"]] = Field(
+        ["prompts", "prototypes", "blend"], min_length=1,
+        description="the heads the guard scores each model with: the label prompts, the prototypes of the "
+                    "model's own labels of the guard's sample, and their blend (methods.wcsbert.heads); the first "
+                    "head's score chooses the round; a trained model is delivered with the blend where asked for, "
+                    "else another head where it scores clearly better (methods.wcsbert.guard); the prompts alone with "
+                    "reencode: false")
     guard_neighbours: int = Field(10, ge=1)
     patience: int = Field(1, ge=1, description="rounds without improvement of the stopping signal before stopping")
     min_change: float = Field(0.005, ge=0, description="stop when fewer than this share of pool labels change")
@@ -239,7 +243,7 @@ class WCSBertConfig(Settings):
 
     data_dir: str | None = Field(None, description="datasets folder for relative paths; None: $CONTRASTEXT_DATA, "
                                                    "else ../shared/data")
-    encoder: EncoderConfig = Field(default_factory=lambda: EncoderConfig(max_length=128),
+    encoder: EncoderConfig = Field(default_factory=lambda: EncoderConfig(max_length=READ_MAX_LENGTH),
                                    description="M_base")
     labels: LabelsConfig = Field(default_factory=LabelsConfig)
     corpus: CorpusStageConfig = Field(default_factory=CorpusStageConfig)

@@ -31,7 +31,7 @@ from contrastext.methods.training import (
     work_folder,
 )
 from contrastext.methods.wcsbert.calibration import CalibrationConfig, calibrate
-from contrastext.methods.wcsbert.config import RoundsConfig
+from contrastext.methods.wcsbert.config import READ_MAX_LENGTH, RoundsConfig
 from contrastext.methods.wcsbert.guard import TextGuard, guard_fields
 from contrastext.methods.wcsbert.heads import LabelHead, head_kind
 from contrastext.methods.wcsbert.pseudo_labels import select
@@ -62,18 +62,19 @@ class WCSBert:
     ``scores`` method. ``template`` puts a label (or alias) into the prompt (default "{label}"); ``templates``
     instead gives several, ensembled: a label string stands for the renormalised mean of its prompts' unit
     embeddings, in scoring and predicting alike, and the training pairs' positives are the first template's
-    prompts (``methods.wcsbert.pseudo_pairs``). ``max_length``: tokens read of each text (default: a round's
-    training length, ``train.encoder.max_length``). ``predict_proba`` is a softmax of the label scores (cosines)
-    over ``temperature``.
+    prompts (``methods.wcsbert.pseudo_pairs``). ``max_length``: tokens read of each text to label, score and
+    predict it (default 128, the job's ``encoder.max_length``; a round trains on ``train.encoder.max_length``).
+    ``predict_proba`` is a softmax of the label scores (cosines) over ``temperature``.
 
     ``guard`` (on by default, as in the job): the label-free check of ``methods.wcsbert.guard`` over a seeded
     sample of ``guard_sample`` texts; the model kept is the round's (or the round-0 model's) whose labels best
     follow the texts' neighbourhoods under the round-0 model and stay nearest their own names, and fitting
-    stops after ``patience`` rounds that do not raise it. ``heads``: the heads each model is scored with,
-    the label prompts and the prototypes of its own labels of the sampled texts (``methods.wcsbert.heads``); the
-    first head's score chooses the round, and another head is delivered where it scores clearly better. ``chosen_round_``, ``chosen_head_`` and ``stop_reason_`` say what happened, each
-    ``history_`` record has the round's ``guard`` score and ``head``. Off: the last round is kept, with its
-    prompt head.
+    stops after ``patience`` rounds that do not raise it. ``heads``: the heads each model is scored with:
+    the label prompts, the prototypes of its own labels of the sampled texts, and their blend
+    (``methods.wcsbert.heads``); the first head's score chooses the round, a trained model is delivered with the
+    blend, and the untrained one with its prototypes where they score clearly better than its prompts.
+    ``chosen_round_``, ``chosen_head_`` and ``stop_reason_`` say what happened, each ``history_`` record has the
+    round's ``guard`` score and ``head``. Off: the last round is kept, with its prompt head.
 
     ``work_dir``: where
     the rounds' checkpoints and models are kept (``history_[i]["model"]``); without one they go to a
@@ -114,7 +115,7 @@ class WCSBert:
         self.text_positives = config.text_positives
         self.train = config.train
         self.max_pairs_per_label = config.max_pairs_per_label
-        self.max_length = max_length or config.train.encoder.max_length
+        self.max_length = max_length or READ_MAX_LENGTH
         self.batch_size = batch_size
         self.temperature = temperature
         self.guard = config.guard

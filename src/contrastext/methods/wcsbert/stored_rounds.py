@@ -16,6 +16,7 @@ from contrastext.methods.wcsbert.category_votes import write_category_pairs
 from contrastext.methods.wcsbert.config import WCSBertConfig
 from contrastext.methods.wcsbert.evaluation import scored
 from contrastext.methods.wcsbert.guard import TRAINED_PROTOTYPE_MARGIN, guard_text
+from contrastext.methods.wcsbert.heads import BLEND_WEIGHT
 from contrastext.methods.wcsbert.job_run import JOB, JobRun
 from contrastext.methods.wcsbert.prototypes import pool_embeddings
 from contrastext.methods.wcsbert.pseudo_pairs import label_prompts, text_pairs
@@ -141,7 +142,8 @@ class StoredGuard:
         """What a round's guard scores depend on beyond the round itself: the sample and its neighbourhoods."""
         rounds = self.config.rounds
         return fingerprint({"sample": rounds.guard_sample, "neighbours": rounds.guard_neighbours,
-                            "seed": rounds.train.seed, "margin": TRAINED_PROTOTYPE_MARGIN})
+                            "seed": rounds.train.seed, "margin": TRAINED_PROTOTYPE_MARGIN,
+                            "blend": BLEND_WEIGHT})
 
     def score(self, model: StoredModel | None = None) -> Any:
         """The guard's scores (methods.wcsbert.guard.HeadScores) of each head's labels of the sampled pool items under
@@ -154,7 +156,7 @@ class StoredGuard:
         encoder = self.config.encoder.load(model.model)
         label_embeddings = embed_label_strings(encoder, self.label_set, self.config.labels.prompts)
         embeddings = H5Corpus(model.embeddings).lookup(self.reference.ids)
-        return self.reference.score_heads(embeddings, label_embeddings, self.heads, TRAINED_PROTOTYPE_MARGIN)
+        return self.reference.score_heads(embeddings, label_embeddings, self.heads, trained=True)
 
     @property
     def heads(self) -> list[str]:
