@@ -292,7 +292,7 @@ def run_set(name: str, spec: LabelSetSpec, args: argparse.Namespace) -> dict:
     pool_gold = np.bincount([index[label] for label in pool.labels], minlength=len(names)) / len(pool)
     return {"set": name, "seed": args.seed, "labels": names, "pool": len(trained), "held_out": len(held_out),
             "eval": len(evaluation), "pool_shares": pool_gold.round(4).tolist(), "template": spec.template,
-            "aliases": bool(spec.aliases), "selection": spec.selection or {},
+            "aliases": bool(spec.aliases), "selection": spec.selection or {}, "read_tokens": method.max_length,
             "candidates": {str(r): c for r, c in candidates.items()}, "rounds": rounds,
             "seconds": round(time.perf_counter() - started, 1)}
 
@@ -321,27 +321,29 @@ def sequential(record: dict, heads: list[str], part: str, signal: str) -> tuple[
     return best
 
 
-#: the prototypes' lead a trained round needs without the blend head (methods.wcsbert.guard)
-TRAINED_MARGIN = 0.1
-
-
 def round_then_head(record: dict, part: str, margin: float | None,
                     trained_margin: float | str | None = None) -> tuple[int, str]:
     """The round by the prompt head's guard (as the job chose it before heads), then the prototype head only
     where its guard beats the prompts' by more than ``margin`` on that model (``trained_margin``, where given,
-    on a trained round's; "blend": the blend head on a trained round; None: only on the round-0 model)."""
+    on a trained round's; None: only on the round-0 model). ``trained_margin="blend"``: a trained round's
+    blend, and the round-0 model's blend where its prototypes do not lead by ``margin``."""
     r, _ = sequential(record, ["prompts"], part, "guard")
     candidate = record["candidates"][str(r)]
     if margin is None:
         return r, "prototypes" if r == 0 else "prompts"
-    if r and trained_margin == "blend" and "blend" in candidate:
-        return r, "blend"
-    if trained_margin == "blend":  # the round-0 model, or a record made before the blend head: the margins
-        trained_margin = TRAINED_MARGIN
+    fallback = "prompts"
+    if trained_margin == "blend" and "blend" in candidate:
+        if r:
+            return r, "blend"
+        fallback = "blend"
+    elif trained_margin == "blend":  # a record made before the blend head: the margins alone
+        from contrastext.methods.wcsbert.guard import TRAINED_PROTOTYPE_MARGIN
+
+        trained_margin = TRAINED_PROTOTYPE_MARGIN
     if r and trained_margin is not None:
         margin = trained_margin
     gain = _value(candidate, "prototypes", part, "guard") - _value(candidate, "prompts", part, "guard")
-    return r, "prototypes" if gain > margin else "prompts"
+    return r, "prototypes" if gain > margin else fallback
 
 
 RULES: dict[str, Callable[[dict], tuple[int, str]]] = {
@@ -355,7 +357,7 @@ for _part in ("trained", "held_out"):
             lambda rec, p=_part, m=_margin: round_then_head(rec, p, m))
     RULES[f"guard ({_part}) round, prototypes if +0.05 (round 0) / +0.1 (trained)"] = (
         lambda rec, p=_part: round_then_head(rec, p, 0.05, 0.1))
-    RULES[f"guard ({_part}) round, prototypes if +0.05 (round 0) / blend (trained)"] = (
+    RULES[f"guard ({_part}) round, prototypes if +0.05 else blend (round 0) / blend (trained)"] = (
         lambda rec, p=_part: round_then_head(rec, p, 0.05, "blend"))
     for _signal in ("guard", "kappa0", "kappa_own", "own*anchored", "guard*agreement"):
         RULES[f"{_signal} ({_part}), prompts"] = (
@@ -399,7 +401,7 @@ def accuracy_noise(records: list[dict]) -> float:
 #: the rule the job ships (``methods.wcsbert.guard``: the prompt head's guard chooses the round; the round-0
 #: model's prototypes where they beat its prompts by more than PROTOTYPE_MARGIN, a trained round's blend), and
 #: the same guard with the prompt head only, for comparison
-SHIPPED = "guard (trained) round, prototypes if +0.05 (round 0) / blend (trained)"
+SHIPPED = "guard (trained) round, prototypes if +0.05 else blend (round 0) / blend (trained)"
 #: the rule shipped before the blend head (records made then have no blend, and the shipped rule falls back
 #: to it on them)
 MARGINS = "guard (trained) round, prototypes if +0.05 (round 0) / +0.1 (trained)"
@@ -510,7 +512,9 @@ def main() -> None:
                               "decisions"]))
     write_result("guard_record" if args.seed == 0 else f"guard_record_seed{args.seed}", {"seed": args.seed, "sets": [r["set"] for r in records], "noise": noise, "rules": results,
                                   "records": records})
-    summary = {"seed": args.seed, "shipped": SHIPPED, "noise": noise,
+    # records made before the blend head cannot show it: the rule then shipped is the one they mark
+    with_blend = any("blend" in candidate for record in records for candidate in record["candidates"].values())
+    summary = {"seed": args.seed, "shipped": SHIPPED if with_blend else MARGINS, "noise": noise,
                "sets": [set_summary(record) for record in records], "rules": results}
     summary_file, page_file = summary_path(args.seed), page_path(args.seed)
     summary_file.parent.mkdir(parents=True, exist_ok=True)

@@ -46,7 +46,7 @@ from contrastext.methods.wcsbert.evaluation import (
     untrained_evaluations,
 )
 from contrastext.methods.wcsbert.guard import guard_fields
-from contrastext.methods.wcsbert.heads import head_kind
+from contrastext.methods.wcsbert.heads import BLEND_WEIGHT, head_kind
 from contrastext.methods.wcsbert.job_run import JOB, JobRun
 from contrastext.methods.wcsbert.report import summary_table
 from contrastext.methods.wcsbert.stored_rounds import self_train
@@ -238,7 +238,7 @@ def _deliver(run: JobRun, final_model: str, head) -> str:
     stage = Stage(JOB, "deliver", folder=run.path("final"), settings={
         "model": final_model, "labels": list(label_set.labels), "aliases": [list(a) for a in label_set.aliases],
         "prompts": prompts, "max_length": run.config.encoder.max_length,
-        "head": head_kind(head)})
+        "head": head_kind(head), "blend_weight": BLEND_WEIGHT if head_kind(head) == "blend" else None})
     if stage.finished() is not None:
         return target
     method = run.method

@@ -89,7 +89,7 @@ def train(spec: TrainingSpec) -> dict[str, Any]:
     """Self-train, publish, and keep the status current; returns the published manifest."""
     from contrastext import WCSBert
     from contrastext.methods.training import load_text_encoder
-    from contrastext.methods.wcsbert.config import round_train
+    from contrastext.methods.wcsbert.config import READ_MAX_LENGTH, round_train
     from contrastext.storage import scratch_dir
 
     registry = ClassifierRegistry(spec.registry)
@@ -100,7 +100,7 @@ def train(spec: TrainingSpec) -> dict[str, Any]:
         rounds: list[dict[str, Any]] = []
         untrained_dev = None
         if spec.dev is not None:
-            untrained_dev = dev_accuracy(load_text_encoder(spec.base_model_spec, spec.max_length), spec)
+            untrained_dev = dev_accuracy(load_text_encoder(spec.base_model_spec, READ_MAX_LENGTH), spec)
         registry.update_status(spec.name, texts=len(texts), dev_accuracy_untrained=untrained_dev)
         round_started = time.monotonic()
 
@@ -122,7 +122,7 @@ def train(spec: TrainingSpec) -> dict[str, Any]:
             "scaling": base_train.scaling.model_copy(update={"cpus_per_worker": spec.cpus_per_worker}),
             "encoder": base_train.encoder.model_copy(update={"max_length": spec.max_length})})
         model = WCSBert(spec.base_model_spec, rounds=spec.rounds, template=spec.template, train=train_config,
-                        max_length=spec.max_length, guard=spec.guard, work_dir=work / "rounds")
+                        guard=spec.guard, work_dir=work / "rounds")  # reads texts at READ_MAX_LENGTH, as the job
         model.fit(texts, spec.labels, spec.aliases, on_round=on_round)
         folder = model.save(work / "model")
         manifest = registry.publish(spec.name, folder, {

@@ -150,7 +150,8 @@ class ClassifiersSettings(Settings):
     default_rounds: int = Field(2, ge=1)
     max_rounds: int = Field(5, ge=1)
     cpus_per_worker: float = Field(2.0, gt=0, description="CPUs of the training's Ray Train worker")
-    max_length: int = Field(64, gt=0, description="tokens per text while training (the job's round default)")
+    max_length: int = Field(64, gt=0, description="tokens per text while training (the job's round default); "
+                                                  "texts are read to label and classify them at 128, as the job does")
     batch_size: int = Field(32, ge=2, description="pairs per training step (the job's round default)")
     lr: float = Field(2e-5, gt=0, description="peak learning rate of a round (the job's round default)")
     models_per_replica: int = Field(4, ge=1, description="trained classifiers a serving replica keeps (LRU)")

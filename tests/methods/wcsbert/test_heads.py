@@ -88,9 +88,8 @@ def test_a_trained_model_is_delivered_with_the_blend_where_it_is_asked_for():
     reference = guard_reference(np.arange(len(x)), x, prompts.vectors, prompts.owner, 4, 8)
     trained = reference.score_heads(x, prompts.vectors, ("prompts", "blend"), trained=True)
     assert list(trained.heads) == ["prompts", "blend"] and trained.best == "blend"
-    assert trained.value == trained.scores["prompts"].value  # the round is still chosen by the prompts
     np.testing.assert_allclose(trained.heads["blend"].vectors, prompts.blend(prompts.prototypes(x)).vectors)
-    # the round-0 model is delivered with its prototypes where they lead by the margin, never with the blend
+    # the round-0 model is delivered with its prototypes where they lead by the margin (as here)
     untrained = reference.score_heads(x, prompts.vectors, ("prompts", "prototypes", "blend"))
     assert untrained.best == "prototypes" and set(untrained.scores) == {"prompts", "prototypes", "blend"}
     from contrastext.methods.wcsbert.guard import TRAINED_PROTOTYPE_MARGIN
@@ -98,11 +97,15 @@ def test_a_trained_model_is_delivered_with_the_blend_where_it_is_asked_for():
     assert reference.score_heads(x, prompts.vectors, ("prompts", "prototypes"), trained=True).margin == (
         TRAINED_PROTOTYPE_MARGIN)
 
-    def scores(blend: float, trained: bool) -> HeadScores:
-        return HeadScores({"prompts": GuardScore(0.5, 1.0), "blend": GuardScore(blend, 1.0)}, {}, 0.05, trained)
+    def scores(blend: float, trained: bool, prototypes: float = 0.5) -> HeadScores:
+        return HeadScores({"prompts": GuardScore(0.5, 1.0), "prototypes": GuardScore(prototypes, 1.0),
+                           "blend": GuardScore(blend, 1.0)}, {}, 0.05, trained)
 
-    assert scores(0.3, trained=True).best == scores(0.9, trained=True).best == "blend"
-    assert scores(0.9, trained=False).best == "prompts"
+    assert scores(0.3, trained=True).best == scores(0.9, trained=True, prototypes=0.9).best == "blend"
+    assert scores(0.9, trained=True).value == 0.5  # the round is still chosen by the prompts' score
+    # the round-0 model: its prototypes with a lead over its prompts larger than the margin, else the blend
+    assert scores(0.3, trained=False, prototypes=0.56).best == "prototypes"
+    assert scores(0.3, trained=False, prototypes=0.54).best == scores(0.9, trained=False).best == "blend"
 
 
 @pytest.mark.parametrize("kind", ["prompts", "prototypes", "blend"])

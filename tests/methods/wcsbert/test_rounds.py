@@ -107,3 +107,32 @@ def test_the_guards_round_0_score_is_taken_when_not_given(rounds):
     guard = Guard({"m0": (0.9, 0.9), "m1": (0.5, 0.5), "m2": (0.4, 0.4)})
     outcome = run_rounds(Runner(), "m0", rounds, RoundStop(rounds, guard_0=0.9), guard)
     assert guard.scored[0] == "m0" and outcome.chosen_round == 0 and outcome.model == "m0"
+
+
+class BlendGuard(Guard):
+    """As ``Guard``, with the blend asked for too (scored as the prompts are) and the trained models told apart."""
+
+    heads = ("prompts", "prototypes", "blend")
+
+    def score(self, model: str | None = None) -> HeadScores:
+        name = model or "m0"
+        self.scored.append(name)
+        prompts, prototypes = self.values[name]
+        return HeadScores({"prompts": GuardScore(prompts, 1.0), "prototypes": GuardScore(prototypes, 1.0),
+                           "blend": GuardScore(prompts, 1.0)}, {kind: _head(kind, name) for kind in self.heads},
+                          trained=model is not None)
+
+
+def test_a_kept_round_is_delivered_with_the_blend_also_when_read_back():
+    values = {"m0": (0.50, 0.60), "m1": (0.60, 0.75), "m2": (0.55, 0.58)}
+    outcome = run_rounds(Runner(), "m0", 2, RoundStop(2, guard_0=0.50), BlendGuard(values))
+    assert outcome.chosen_round == 1 and outcome.head.kind == "blend"
+    assert [r["head"] for r in outcome.records] == ["blend", "blend"]  # a trained round's prototypes' lead aside
+    # an earlier run's finished rounds, read back: nothing trained, the kept round's blend made again
+    runner, guard = Runner({r["round"]: r for r in outcome.records}), BlendGuard(values)
+    again = run_rounds(runner, "m0", 2, RoundStop(2, guard_0=0.50), guard)
+    assert runner.trained == [] and again.chosen_round == 1 and again.head.kind == "blend"
+    assert guard.scored == ["m0", "m1"]  # the round-0 model, then the kept one for its head
+    # the round-0 model kept: its prototypes, which lead its prompts by more than the margin
+    kept_0 = run_rounds(Runner(), "m0", 1, RoundStop(1, guard_0=0.50), BlendGuard({**values, "m1": (0.4, 0.9)}))
+    assert kept_0.chosen_round == 0 and kept_0.head.kind == "prototypes"

@@ -72,7 +72,8 @@ class WCSBert:
     stops after ``patience`` rounds that do not raise it. ``heads``: the heads each model is scored with:
     the label prompts, the prototypes of its own labels of the sampled texts, and their blend
     (``methods.wcsbert.heads``); the first head's score chooses the round, a trained model is delivered with the
-    blend, and the untrained one with its prototypes where they score clearly better than its prompts.
+    blend, and the untrained one with its prototypes where they score clearly better than its prompts, else with
+    the blend.
     ``chosen_round_``, ``chosen_head_`` and ``stop_reason_`` say what happened, each ``history_`` record has the
     round's ``guard`` score and ``head``. Off: the last round is kept, with its prompt head.
 
@@ -248,7 +249,7 @@ class WCSBert:
 
     def scores(self, texts: Sequence[str]) -> np.ndarray:
         """[N, labels] cosine of each text to each label's best vector in the head: its best prompt (or ensemble of
-        prompts), or its prototype."""
+        prompts), its prototype, or their blend."""
         return self.head.scores(self.embed(texts))
 
     def probabilities(self, scores: np.ndarray) -> np.ndarray:
