@@ -322,24 +322,22 @@ def sequential(record: dict, heads: list[str], part: str, signal: str) -> tuple[
 
 
 def round_then_head(record: dict, part: str, margin: float | None,
-                    trained_margin: float | str | None = None) -> tuple[int, str]:
+                    trained_margin: float | str | None = None, fallback: str = "prompts") -> tuple[int, str]:
     """The round by the prompt head's guard (as the job chose it before heads), then the prototype head only
     where its guard beats the prompts' by more than ``margin`` on that model (``trained_margin``, where given,
     on a trained round's; None: only on the round-0 model). ``trained_margin="blend"``: a trained round's
-    blend, and the round-0 model's blend where its prototypes do not lead by ``margin``."""
+    blend, and the round-0 model's ``fallback`` where its prototypes do not lead by ``margin``."""
     r, _ = sequential(record, ["prompts"], part, "guard")
     candidate = record["candidates"][str(r)]
     if margin is None:
         return r, "prototypes" if r == 0 else "prompts"
-    fallback = "prompts"
     if trained_margin == "blend" and "blend" in candidate:
         if r:
             return r, "blend"
-        fallback = "blend"
     elif trained_margin == "blend":  # a record made before the blend head: the margins alone
         from contrastext.methods.wcsbert.guard import TRAINED_PROTOTYPE_MARGIN
 
-        trained_margin = TRAINED_PROTOTYPE_MARGIN
+        trained_margin, fallback = TRAINED_PROTOTYPE_MARGIN, "prompts"
     if r and trained_margin is not None:
         margin = trained_margin
     gain = _value(candidate, "prototypes", part, "guard") - _value(candidate, "prompts", part, "guard")
@@ -358,7 +356,9 @@ for _part in ("trained", "held_out"):
     RULES[f"guard ({_part}) round, prototypes if +0.05 (round 0) / +0.1 (trained)"] = (
         lambda rec, p=_part: round_then_head(rec, p, 0.05, 0.1))
     RULES[f"guard ({_part}) round, prototypes if +0.05 else blend (round 0) / blend (trained)"] = (
-        lambda rec, p=_part: round_then_head(rec, p, 0.05, "blend"))
+        lambda rec, p=_part: round_then_head(rec, p, 0.05, "blend", "blend"))
+    RULES[f"guard ({_part}) round, prototypes if +0.05 else prompts (round 0) / blend (trained)"] = (
+        lambda rec, p=_part: round_then_head(rec, p, 0.05, "blend", "prompts"))
     for _signal in ("guard", "kappa0", "kappa_own", "own*anchored", "guard*agreement"):
         RULES[f"{_signal} ({_part}), prompts"] = (
             lambda rec, p=_part, s=_signal: sequential(rec, ["prompts"], p, s))
@@ -401,7 +401,7 @@ def accuracy_noise(records: list[dict]) -> float:
 #: the rule the job ships (``methods.wcsbert.guard``: the prompt head's guard chooses the round; the round-0
 #: model's prototypes where they beat its prompts by more than PROTOTYPE_MARGIN, a trained round's blend), and
 #: the same guard with the prompt head only, for comparison
-SHIPPED = "guard (trained) round, prototypes if +0.05 else blend (round 0) / blend (trained)"
+SHIPPED = "guard (trained) round, prototypes if +0.05 else prompts (round 0) / blend (trained)"
 #: the rule shipped before the blend head (records made then have no blend, and the shipped rule falls back
 #: to it on them)
 MARGINS = "guard (trained) round, prototypes if +0.05 (round 0) / +0.1 (trained)"

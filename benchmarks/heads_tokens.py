@@ -63,8 +63,9 @@ def run(name: str, seed: int, rows: int, tokens: list[int]) -> dict:
     gold = np.array([names.index(label) for label in evaluation.labels])
     started = time.perf_counter()
     trained = WCSBert(rounds=1, guard=False, template=spec.template).fit(pool.texts, names, aliases)
+    # round_read_tokens: what the class read to pseudo-label the round (rows without it: 64, its earlier default)
     row = {"set": name, "seed": seed, "labels": len(names), "pool": len(pool), "eval": len(evaluation),
-           "train_s": round(time.perf_counter() - started, 1)}
+           "train_s": round(time.perf_counter() - started, 1), "round_read_tokens": trained.max_length}
     label_set = LabelSet.build(names, aliases)
     for stage, encoder in (("untrained", TextEncoder.from_pretrained("bundled:minilm")), ("round 1", trained.encoder_)):
         prompts = LabelHead.from_prompts(encoder, label_set, [spec.template])  # label strings: short at any limit

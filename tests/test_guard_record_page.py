@@ -22,7 +22,7 @@ def test_each_page_is_its_summary_rendered():
 
 
 def test_the_shipped_rule_is_the_guards_margins_and_the_blend():
-    assert guard_record.SHIPPED.endswith(f"+{PROTOTYPE_MARGIN} else blend (round 0) / blend (trained)")
+    assert guard_record.SHIPPED.endswith(f"+{PROTOTYPE_MARGIN} else prompts (round 0) / blend (trained)")
     assert guard_record.MARGINS.endswith(f"+{PROTOTYPE_MARGIN} (round 0) / +{TRAINED_PROTOTYPE_MARGIN} (trained)")
     # the second draw was made under the margins alone, which its page marks as shipped
     summary = json.loads(guard_record.summary_path(1).read_text(encoding="utf-8"))
@@ -63,10 +63,11 @@ def test_a_record_delivers_what_the_rule_chooses():
         record["candidates"][r]["blend"] = dict(record["candidates"][r]["prompts"], accuracy=0.9)
     assert guard_record.RULES[guard_record.SHIPPED](record) == (1, "blend")
     assert guard_record.set_summary(record)["oracle"]["head"] == "blend"
-    # the round-0 model kept: its prototypes where they lead by the margin, else its blend
+    # the round-0 model kept: its prototypes where they lead by the margin, else its prompts
     record["candidates"]["1"]["prompts"]["trained"]["guard"] = 0.3
     assert guard_record.RULES[guard_record.SHIPPED](record) == (0, "prototypes")  # guard 0.5 against 0.4
     blend_0 = record["candidates"]["0"]["blend"]
     record["candidates"]["0"] = candidate({"prompts": 0.6, "prototypes": 0.7}, {"prompts": 0.4, "prototypes": 0.43})
     record["candidates"]["0"]["blend"] = blend_0
-    assert guard_record.RULES[guard_record.SHIPPED](record) == (0, "blend")
+    assert guard_record.RULES[guard_record.SHIPPED](record) == (0, "prompts")
+    assert guard_record.RULES[guard_record.SHIPPED.replace("else prompts", "else blend")](record) == (0, "blend")

@@ -54,14 +54,14 @@ def test_the_default_self_trains_on_one_half_evaluates_on_the_other_and_guards_i
         assert round(part["guard_anchored"] * 11) == pytest.approx(part["guard_anchored"] * 11)
     assert summary["chosen_round"] == max(range(3), key=lambda r: (guards[r], -r))
     # each model scored with the three heads, the prompts' score its guard; a trained round is delivered with
-    # the blend, the round-0 model with its prototypes where they are clearly better, else with its blend
+    # the blend, the round-0 model with its prototypes where they are clearly better, else with its prompts
     from contrastext.methods.wcsbert.guard import PROTOTYPE_MARGIN
 
     for r, part in enumerate(parts):
         heads = part["guard_heads"]
         assert part["guard"] == heads["prompts"] and set(heads) == {"prompts", "prototypes", "blend"}
         assert part["head"] == ("blend" if r else "prototypes" if heads["prototypes"] > heads["prompts"] +
-                                PROTOTYPE_MARGIN else "blend")
+                                PROTOTYPE_MARGIN else "prompts")
     assert summary["chosen_head"] == parts[summary["chosen_round"]]["head"]
     assert summary["final"]["delivered"]["head"] == summary["chosen_head"]
     assert summary["final_model"] == (summary["rounds"][summary["chosen_round"] - 1]["model"]
@@ -109,6 +109,6 @@ def test_with_no_round_the_guard_still_chooses_the_head_delivered(ray_session, t
     heads = summary["guard_round_0_parts"]["guard_heads"]
     assert set(heads) == {"prompts", "prototypes", "blend"} and summary["guard_round_0"] == heads["prompts"]
     assert summary["chosen_head"] == ("prototypes" if heads["prototypes"] > heads["prompts"] + PROTOTYPE_MARGIN
-                                      else "blend")
+                                      else "prompts")
     delivered = WCSBert.load(summary["delivered"])
     assert delivered.head.kind == summary["chosen_head"] == summary["final"]["delivered"]["head"]

@@ -103,9 +103,9 @@ def test_a_trained_model_is_delivered_with_the_blend_where_it_is_asked_for():
 
     assert scores(0.3, trained=True).best == scores(0.9, trained=True, prototypes=0.9).best == "blend"
     assert scores(0.9, trained=True).value == 0.5  # the round is still chosen by the prompts' score
-    # the round-0 model: its prototypes with a lead over its prompts larger than the margin, else the blend
+    # the round-0 model: its prototypes with a lead over its prompts larger than the margin, else its prompts
     assert scores(0.3, trained=False, prototypes=0.56).best == "prototypes"
-    assert scores(0.3, trained=False, prototypes=0.54).best == scores(0.9, trained=False).best == "blend"
+    assert scores(0.3, trained=False, prototypes=0.54).best == scores(0.9, trained=False).best == "prompts"
 
 
 @pytest.mark.parametrize("kind", ["prompts", "prototypes", "blend"])

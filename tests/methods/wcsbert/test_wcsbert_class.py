@@ -47,7 +47,7 @@ def test_round_zero_is_the_untrained_zero_shot_classifier(untrained, ag_news):
 def test_with_no_round_the_guard_chooses_the_untrained_models_head(untrained, ag_news):
     """rounds=0 with the default heads: the guard scores the untrained model's prompts, its pool prototypes and
     their blend, and delivers the prototypes where they score clearly higher than the prompts (on AG News they
-    do, and are more accurate), else the blend."""
+    do, and are more accurate), else the prompts."""
     from contrastext.methods.wcsbert.guard import PROTOTYPE_MARGIN
 
     pool, held_out, gold = ag_news
@@ -55,7 +55,7 @@ def test_with_no_round_the_guard_chooses_the_untrained_models_head(untrained, ag
     heads = chosen.guard_round_0_["guard_heads"]
     assert chosen.history_ == [] and chosen.chosen_round_ == 0 and set(heads) == {"prompts", "prototypes", "blend"}
     assert chosen.chosen_head_ == chosen.head.kind == (
-        "prototypes" if heads["prototypes"] > heads["prompts"] + PROTOTYPE_MARGIN else "blend")
+        "prototypes" if heads["prototypes"] > heads["prompts"] + PROTOTYPE_MARGIN else "prompts")
     assert chosen.chosen_head_ == "prototypes", heads  # measured: guard 0.52 prompts, 0.69 prototypes
     # measured: 0.858 against the prompts' 0.703
     assert _accuracy(chosen, held_out, gold) > _accuracy(untrained, held_out, gold) + 0.05

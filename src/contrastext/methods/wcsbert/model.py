@@ -72,8 +72,7 @@ class WCSBert:
     stops after ``patience`` rounds that do not raise it. ``heads``: the heads each model is scored with:
     the label prompts, the prototypes of its own labels of the sampled texts, and their blend
     (``methods.wcsbert.heads``); the first head's score chooses the round, a trained model is delivered with the
-    blend, and the untrained one with its prototypes where they score clearly better than its prompts, else with
-    the blend.
+    blend, and the untrained one with its prototypes where they score clearly better than its prompts.
     ``chosen_round_``, ``chosen_head_`` and ``stop_reason_`` say what happened, each ``history_`` record has the
     round's ``guard`` score and ``head``. Off: the last round is kept, with its prompt head.
 
