@@ -71,7 +71,7 @@ def test_a_pool_not_reencoded_is_scored_with_its_prompts_only():
     """The stored embeddings of a pool that is not re-encoded are an earlier model's: no prototypes from them."""
     from contrastext.methods.wcsbert.stored_rounds import StoredGuard
 
-    assert StoredGuard(None, load_config(WCSBertConfig), None).heads == ["prompts", "prototypes"]
+    assert StoredGuard(None, load_config(WCSBertConfig), None).heads == ["prompts", "prototypes", "blend"]
     stale = load_config(WCSBertConfig, overrides=["rounds.reencode=false"])
     assert StoredGuard(None, stale, None).heads == ["prompts"]
 
