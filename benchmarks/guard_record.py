@@ -42,6 +42,7 @@ from _common import DATA_DIR, REPO_ROOT, write_result  # noqa: E402
 
 from contrastext.data.sources import LabelledTexts, TextSource, ag_news_test, load_texts, vital_articles  # noqa: E402
 from contrastext.data.vital import TOPIC_ALIASES, TOPICS  # noqa: E402
+from contrastext.methods.wcsbert.guard import TRAINED_PROTOTYPE_MARGIN  # noqa: E402
 from contrastext.report import format_table  # noqa: E402
 
 NG_READABLE = {
@@ -335,8 +336,6 @@ def round_then_head(record: dict, part: str, margin: float | None,
         if r:
             return r, "blend"
     elif trained_margin == "blend":  # a record made before the blend head: the margins alone
-        from contrastext.methods.wcsbert.guard import TRAINED_PROTOTYPE_MARGIN
-
         trained_margin, fallback = TRAINED_PROTOTYPE_MARGIN, "prompts"
     if r and trained_margin is not None:
         margin = trained_margin

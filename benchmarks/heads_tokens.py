@@ -37,14 +37,13 @@ def head_accuracies(encoder, prompts, pool: list[str], texts: list[str], gold: n
                     tokens: int) -> dict[str, float]:
     """Accuracy on ``texts`` of each weight's head between ``prompts`` (a ``LabelHead``) and the prototypes
     made from ``pool``, both read at ``tokens``."""
-    from contrastext.vectors import unit_rows
     from contrastext.zeroshot import label_scores
 
     prototypes = prompts.prototypes(encoder.encode(pool, batch_size=64, max_length=tokens))
     embeddings = encoder.encode(texts, batch_size=64, max_length=tokens)
     accuracy = {}
     for weight in WEIGHTS:
-        vectors = unit_rows((1 - weight) * unit_rows(prompts.vectors) + weight * unit_rows(prototypes.vectors))
+        vectors = prompts.blend(prototypes, weight).vectors  # w = 0.5 is the delivered blend head
         predicted = label_scores(embeddings, vectors, prompts.owner, prompts.n_labels).argmax(axis=1)
         accuracy[str(weight)] = float((predicted == gold).mean())
     return accuracy
