@@ -16,7 +16,7 @@ import pytest
 from wcsbert_tiny import labelled_file, news_rows, tiny_settings
 
 from contrastext import storage
-from contrastext.config import load_config
+from contrastext.config import IN_PROCESS_ENV, load_config
 from contrastext.data.samples import find_dump_sample
 from contrastext.methods.wcsbert.config import WCSBertConfig
 from contrastext.pipelines.wcsbert import run_wcsbert
@@ -45,11 +45,15 @@ def chain(ray_cluster, s3_server, tiny_encoder_dir, tmp_path_factory):
 
     output, cwd = io.StringIO(), os.getcwd()
     os.chdir(driver_dir)  # a relative path written by mistake would land here
+    # the job as a cluster runs it: every fit on a Ray Train worker group, none in the driver on the head
+    in_process = os.environ.pop(IN_PROCESS_ENV, None)
     try:
         with redirect_stdout(output):
             summary = run_wcsbert(config)
     finally:
         os.chdir(cwd)
+        if in_process is not None:
+            os.environ[IN_PROCESS_ENV] = in_process
     return {"config": config, "summary": summary, "out": output.getvalue(), "run": f"{bucket}/runs/wcsbert",
             "driver_dir": driver_dir, "model": model, "driver_on_head": on_head}
 

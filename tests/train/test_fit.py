@@ -84,7 +84,8 @@ def test_two_workers_train_with_shared_negatives_and_export_a_loadable_model(ray
     assert progress == {"step": 4, "epoch": 1, "batch_in_epoch": 0}
 
 
-def test_mnr_memorises_32_pairs(ray_session, tiny_encoder_dir, tmp_path):
+@pytest.mark.parametrize("in_process", [False, True], ids=["worker group", "in process"])
+def test_mnr_memorises_32_pairs(ray_session, tiny_encoder_dir, tmp_path, in_process):
     """Training must learn: every anchor retrieves its own positive among all 32, and the loss collapses.
 
     The 32 pairs are fed as 60 passes (each pass in a fresh order) in one epoch; batches of 32 distinct
@@ -103,7 +104,7 @@ def test_mnr_memorises_32_pairs(ray_session, tiny_encoder_dir, tmp_path):
             for _ in range(passes) for i in rng.permutation(32)]
     config = _config(tiny_encoder_dir, batch_size=32, shuffle_buffer_rows=0, log_every_steps=5,
                      optimizer=OptimizerConfig(lr=1e-2, warmup_ratio=0.1),
-                     loss=LossConfig(name="mnr", params={"scale": 20.0}))
+                     loss=LossConfig(name="mnr", params={"scale": 20.0}), in_process=in_process)
     result = fit(ray.data.from_items(rows), config, OutputConfig(storage_path=str(tmp_path), name="memo"),
                  export_model_to=tmp_path / "model")
 

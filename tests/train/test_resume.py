@@ -53,10 +53,11 @@ def _checkpointed_steps(run_dir: Path) -> list[int]:
     return sorted(json.loads(p.read_text())["step"] for p in run_dir.glob("checkpoint_step*/progress.json"))
 
 
-def test_killed_fit_resumes_from_its_last_checkpoint(ray_session, tiny_encoder_dir, tmp_path):
+@pytest.mark.parametrize("in_process", [False, True], ids=["worker group", "in process"])
+def test_killed_fit_resumes_from_its_last_checkpoint(ray_session, tiny_encoder_dir, tmp_path, in_process):
     import ray.data
 
-    config = _config(tiny_encoder_dir)
+    config = _config(tiny_encoder_dir).model_copy(update={"in_process": in_process})
     script = tmp_path / "first_run.py"
     script.write_text(FIRST_RUN)
     env = {**os.environ, "PYTHONPATH": f"{REPO_SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from contrastext import storage
 from contrastext.config import OutputConfig, TrainConfig
 from contrastext.train.checkpoint import MODEL_SUBDIR
 from contrastext.train.history import HistoryCallback, logged_windows, read_history, total_over_runs
+from contrastext.train.in_process import RUN_DIR_KEY, InProcessRun
 from contrastext.train.objectives import Objective, build_objective
 from contrastext.train.worker import EvalFn, train_loop_per_worker
 
@@ -84,6 +86,18 @@ def data_config(objective: Objective):
     return ray.train.DataConfig(datasets_to_split="all" if objective.split_dataset else [])
 
 
+@contextmanager
+def _torch_threads_kept():
+    """An in-process fit sets torch's thread count for its worker; the calling process gets its own back."""
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
         eval_fn: EvalFn | None = None, rows: int | None = None,
         export_model_to: str | Path | None = None) -> FitResult:
@@ -105,15 +119,19 @@ def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
     objective = build_objective(config)
     total_steps = objective.planned_steps(ds, rows)
     run_dir = output.run_dir()
+    in_process = config.trains_in_process()
+    loop_config = {"train": config.model_dump(mode="json"), "total_steps": total_steps, "eval_fn": eval_fn,
+                   # the objective's class travels by reference: a worker unpickling it imports its module
+                   "objective": type(objective)}
+    if in_process:
+        loop_config[RUN_DIR_KEY] = run_dir
     # the same filesystem (endpoint, region) as every other read and write of the run
     storage_filesystem, storage_path = storage.resolve(output.storage_uri())
     trainer = TorchTrainer(
         train_loop_per_worker,
-        # the objective's class travels by reference: a worker unpickling it imports the module defining it
-        train_loop_config={"train": config.model_dump(mode="json"), "total_steps": total_steps,
-                           "eval_fn": eval_fn, "objective": type(objective)},
+        train_loop_config=loop_config,
         scaling_config=ray.train.ScalingConfig(
-            num_workers=config.scaling.num_workers, use_gpu=config.scaling.use_gpu,
+            num_workers=0 if in_process else config.scaling.num_workers, use_gpu=config.scaling.use_gpu,
             resources_per_worker={"CPU": config.scaling.cpus_per_worker},
         ),
         run_config=ray.train.RunConfig(
@@ -122,21 +140,26 @@ def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
             storage_filesystem=storage_filesystem,
             checkpoint_config=ray.train.CheckpointConfig(num_to_keep=config.keep_checkpoints),
             failure_config=ray.train.FailureConfig(max_failures=config.max_failures),
-            callbacks=HistoryCallback(run_dir).callbacks(),
+            callbacks=None if in_process else HistoryCallback(run_dir).callbacks(),
         ),
         datasets={"train": ds},
         dataset_config=data_config(objective),
     )
     started = time.perf_counter()
-    result = trainer.fit()
+    with _torch_threads_kept() if in_process else nullcontext():
+        result = trainer.fit()
     seconds = time.perf_counter() - started
     model_path = None
     checkpoint_path = None
-    if result.checkpoint is not None:
-        checkpoint_path = result.checkpoint.path
-        if export_model_to is not None:
-            model_path = storage.copy_tree(storage.join(result.checkpoint.path, MODEL_SUBDIR), str(export_model_to),
-                                           source_filesystem=result.checkpoint.filesystem)
+    if in_process:
+        stored = InProcessRun(run_dir, config.keep_checkpoints).latest_checkpoint()
+        if stored is not None:
+            checkpoint_path, checkpoint_filesystem = stored.path, stored.filesystem
+    elif result.checkpoint is not None:
+        checkpoint_path, checkpoint_filesystem = result.checkpoint.path, result.checkpoint.filesystem
+    if checkpoint_path is not None and export_model_to is not None:
+        model_path = storage.copy_tree(storage.join(checkpoint_path, MODEL_SUBDIR), str(export_model_to),
+                                       source_filesystem=checkpoint_filesystem)
     history = read_history(run_dir)
     metrics = history[-1] if history else dict(result.metrics or {})
     return FitResult(model_path=model_path, steps=int(metrics.get("step", 0)), metrics=metrics,

@@ -25,6 +25,7 @@ from contrastext.train.checkpoint import (
     restore_state,
     save_checkpoint,
 )
+from contrastext.train.in_process import RUN_DIR_KEY, InProcessRun
 from contrastext.train.objectives import build_objective, loss_parts
 
 # called with the model being trained: a TextEncoder (embedding objective) or a TextClassifier (classify)
@@ -79,7 +80,10 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     torch.manual_seed(config.seed)
 
     objective = loop_config["objective"](config) if "objective" in loop_config else build_objective(config)
-    checkpoint = ray.train.get_checkpoint()
+    # an in-process fit (Ray Train's local mode) stores its own checkpoints and history
+    in_process = (InProcessRun(loop_config[RUN_DIR_KEY], config.keep_checkpoints)
+                  if loop_config.get(RUN_DIR_KEY) else None)
+    checkpoint = in_process.latest_checkpoint() if in_process else ray.train.get_checkpoint()
     progress = Progress()
     model_spec = config.encoder.model
     resume_dir_ctx = checkpoint.as_directory() if checkpoint else nullcontext(None)
@@ -116,14 +120,20 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         metrics = {**metrics, "step": progress.step, "epoch": progress.epoch,
                    "lr": scheduler.get_last_lr()[0], "rows_skipped": skipped.total, "resumed_from_step": resumed_from}
         if not with_checkpoint:
-            ray.train.report(metrics)
+            if in_process:
+                in_process.report(metrics, None, "")
+            else:
+                ray.train.report(metrics)
             return
         with tempfile.TemporaryDirectory() as tmp:
             ckpt = None
             if rank == 0:
                 save_checkpoint(Path(tmp), net, optimizer, scheduler, progress)
                 ckpt = ray.train.Checkpoint.from_directory(tmp)
-            ray.train.report(metrics, checkpoint=ckpt, checkpoint_dir_name=checkpoint_dir_name(progress))
+            if in_process:
+                in_process.report(metrics, Path(tmp), checkpoint_dir_name(progress))
+            else:
+                ray.train.report(metrics, checkpoint=ckpt, checkpoint_dir_name=checkpoint_dir_name(progress))
         last_checkpoint_step = progress.step
         if rank == 0:
             print(f"[contrastext] checkpoint at step {progress.step}", flush=True)

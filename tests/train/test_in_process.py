@@ -1,0 +1,113 @@
+"""In-process fits (``TrainConfig.in_process``): when they apply, and the checkpoints and history they keep.
+
+That they learn is shown by ``test_fit.py``'s memorisation test, run both ways."""
+
+import json
+
+import pytest
+
+from contrastext import storage
+from contrastext.config import IN_PROCESS_ENV, EncoderConfig, OutputConfig, ScalingSettings, TrainConfig
+from contrastext.train.history import HISTORY_FILE, read_history
+from contrastext.train.in_process import InProcessRun
+
+
+def _checkpoint(tmp_path, step: int):
+    folder = tmp_path / f"made_{step}"
+    (folder / "model").mkdir(parents=True)
+    (folder / "progress.json").write_text(json.dumps({"step": step}))
+    return folder
+
+
+def test_unset_it_follows_the_environment_for_one_cpu_worker_only(monkeypatch):
+    monkeypatch.setenv(IN_PROCESS_ENV, "1")
+    assert TrainConfig().trains_in_process()
+    assert not TrainConfig(scaling=ScalingSettings(num_workers=2)).trains_in_process()
+    assert not TrainConfig(scaling=ScalingSettings(use_gpu=True)).trains_in_process()
+    assert not TrainConfig(max_failures=2).trains_in_process()
+    assert not TrainConfig(in_process=False).trains_in_process()
+    monkeypatch.setenv(IN_PROCESS_ENV, "0")
+    assert not TrainConfig().trains_in_process()
+    assert TrainConfig(in_process=True).trains_in_process()
+
+
+def test_asked_for_with_more_than_one_cpu_worker_or_retries_it_is_refused():
+    for other in ({"scaling": ScalingSettings(num_workers=2)}, {"scaling": ScalingSettings(use_gpu=True)},
+                  {"max_failures": 1}):
+        with pytest.raises(ValueError, match="in_process trains on one CPU worker"):
+            TrainConfig(in_process=True, **other)
+
+
+def test_unset_it_is_left_out_of_the_settings_a_done_marker_compares():
+    assert "in_process" not in TrainConfig().model_dump(mode="json")
+    assert TrainConfig(in_process=False).model_dump(mode="json")["in_process"] is False
+
+
+def test_checkpoints_are_stored_then_named_by_the_history_and_the_oldest_dropped(tmp_path):
+    run_dir = str(tmp_path / "run")
+    run = InProcessRun(run_dir, keep_checkpoints=2)
+    assert run.latest_checkpoint() is None
+    for step in (5, 10, 15):
+        run.report({"step": step, "loss": 1.0 / step}, _checkpoint(tmp_path, step), f"checkpoint_step{step:09d}")
+    run.report({"step": 17, "loss": 0.01}, None, "")
+
+    history = read_history(run_dir)
+    assert [r["step"] for r in history] == [5, 10, 15, 17]
+    assert [r.get("checkpoint") is not None for r in history] == [True, True, True, False]
+    assert sorted(p.name for p in (tmp_path / "run").glob("checkpoint_step*")) == [
+        "checkpoint_step000000010", "checkpoint_step000000015"]
+    latest = InProcessRun(run_dir, keep_checkpoints=2).latest_checkpoint()
+    assert latest.path.endswith("checkpoint_step000000015")
+    with latest.as_directory() as folder:
+        assert json.loads(open(f"{folder}/progress.json").read())["step"] == 15
+
+
+def test_a_checkpoint_folder_the_history_does_not_name_is_not_resumed_from(tmp_path):
+    run_dir = tmp_path / "run"
+    run = InProcessRun(str(run_dir), keep_checkpoints=3)
+    run.report({"step": 5}, _checkpoint(tmp_path, 5), "checkpoint_step000000005")
+    # a copy cut short by a kill: the folder is there, the record naming it never written
+    (run_dir / "checkpoint_step000000010" / "model").mkdir(parents=True)
+    assert InProcessRun(str(run_dir), keep_checkpoints=3).latest_checkpoint().path.endswith("step000000005")
+
+
+def test_on_a_bucket_it_resumes_a_history_that_names_checkpoints_without_a_scheme(s3_bucket, tmp_path):
+    run_dir = f"{s3_bucket}/runs/in-process"
+    run = InProcessRun(run_dir, keep_checkpoints=2)
+    run.report({"step": 5}, _checkpoint(tmp_path, 5), "checkpoint_step000000005")
+    stored = read_history(run_dir)
+    assert stored[0]["checkpoint"] == f"{run_dir}/checkpoint_step000000005"
+    # a worker-group run's history names its checkpoint by its path in the bucket's filesystem
+    stored[0]["checkpoint"] = stored[0]["checkpoint"].split("://", 1)[1]
+    storage.write_text(storage.join(run_dir, HISTORY_FILE), json.dumps(stored[0]) + "\n")
+    latest = InProcessRun(run_dir, keep_checkpoints=2).latest_checkpoint()
+    with latest.as_directory() as folder:
+        assert json.loads(open(f"{folder}/progress.json").read())["step"] == 5
+
+
+@pytest.mark.ray
+def test_an_in_process_fit_leaves_the_worker_group_layout_and_the_callers_threads(ray_session, tiny_encoder_dir, tmp_path):
+    import ray.data
+    import torch
+
+    from contrastext.train import fit
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # the caller's; the fit's worker takes cpus_per_worker (1)
+    rows = [{"anchor": f"question number {i}", "positive": f"answer {i} to it"} for i in range(48)]
+    config = TrainConfig(encoder=EncoderConfig(model=str(tiny_encoder_dir), max_length=16), batch_size=8,
+                         epochs=3, checkpoint_every_steps=6, keep_checkpoints=2, log_every_steps=3,
+                         shuffle_buffer_rows=0, in_process=True, scaling=ScalingSettings(cpus_per_worker=1))
+    try:
+        result = fit(ray.data.from_items(rows), config, OutputConfig(storage_path=str(tmp_path), name="small"),
+                     export_model_to=tmp_path / "model")
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
+
+    run_dir = tmp_path / "small"
+    assert result.steps == 18 and result.rows_trained == 3 * 48 and len(result.window_losses) == 6
+    assert result.checkpoint_path.endswith("checkpoint_step000000018")
+    assert sorted(p.name for p in run_dir.glob("checkpoint_step*")) == [
+        "checkpoint_step000000012", "checkpoint_step000000018"]
+    assert (run_dir / HISTORY_FILE).exists() and (tmp_path / "model" / "config.json").exists()
