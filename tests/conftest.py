@@ -17,10 +17,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # suite runs them on torch to keep its time, and tests/models/test_onnx_backend.py, the default job's test
 # and the predict and Serve backend tests run auto / onnx / onnx-int8 by name.
 os.environ.setdefault("CONTRASTEXT_BACKEND", "torch")
-# A fit trains in the test process (Ray Train's local mode) unless a test asks for Ray Train's worker group
-# (``in_process=False``, or more than one worker): a worker group costs ~8 s to start on every fit. The tests
-# of the worker-group path (history, resume, poll interval, node loss, two workers) and the shared chain run
-# keep it.
+# A one-worker fit trains in the test process (Ray Train's local mode) unless its test asks for a worker group
+# (``in_process=False``), which costs ~8 s to start on every fit. On a worker group, as the product trains by
+# default: the two-worker, node-loss and resume tests (resume in both modes and across them), the memorising
+# fit, a classify fit, the pair-fit job, UCTopic's pretraining and the WC-SBERT chain run on three nodes.
 os.environ.setdefault("CONTRASTEXT_TRAIN_IN_PROCESS", "1")
 # a shell's API tokens would turn authentication on for every served test app; the auth tests set their own
 os.environ.pop("CONTRASTEXT_API_TOKENS", None)

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from contrastext import storage
-from contrastext.stages import DONE_FILE, Stage, as_json, setting_differences
+from contrastext.stages import DONE_FILE, Stage, as_json, fingerprint, setting_differences
 
 SETTINGS = {"model": "bundled:minilm", "train": {"lr": 2e-5, "columns": ("anchor", "positive")}, "seed": 0}
 
@@ -51,6 +51,17 @@ def test_setting_differences_name_nested_paths():
     assert sorted(setting_differences({"a": {"b": 1, "c": 2}, "d": 3}, {"a": {"b": 1, "c": 5}, "d": 4})) == ["a.c", "d"]
     assert setting_differences({"a": 1, "c": {"d": 1}}, {"a": 1, "b": 2, "c": {}}) == ["b", "c.d"]
     assert setting_differences([1, 2], [1, 3]) == ["."]
+
+
+def test_how_a_fit_runs_is_not_a_setting_of_what_it_makes():
+    from contrastext.config import TrainConfig
+
+    unset, on, off = (as_json({"train": TrainConfig(in_process=mode).model_dump(mode="json")})
+                      for mode in (None, True, False))
+    assert "in_process" not in unset["train"] and on["train"]["in_process"] is True
+    assert setting_differences(unset, on) == setting_differences(on, off) == []
+    assert fingerprint(unset) == fingerprint(on) == fingerprint(off)
+    assert fingerprint({"train": {"lr": 1}}) != fingerprint({"train": {"lr": 2}})
 
 
 def test_the_clock_and_a_progress_line(capsys):

@@ -142,11 +142,14 @@ class TrainConfig(Settings):
     shuffle_buffer_rows: int = Field(10_000, ge=0, description="per-worker shuffle buffer, reseeded every epoch")
     checkpoint_every_steps: int | None = Field(500, ge=1, description="None: only at the end of each epoch")
     keep_checkpoints: int = Field(2, ge=1)
-    # left out of a dump while unset, so done-markers written before the setting existed still match
+    # left out of a dump while unset, so done-markers written before it existed still match (and no marker
+    # compares it: contrastext.stages.RUN_ONLY_SETTINGS)
     in_process: bool | None = Field(
-        None, exclude_if=lambda value: value is None, description="train in the calling process (Ray Train's local mode: one CPU worker, no retries on "
-                          "failure), saving the ~8 s a worker group takes to start on every fit; None: when "
-                          f"${IN_PROCESS_ENV}=1 and the fit is one CPU worker")
+        None, exclude_if=lambda value: value is None,
+        description="train in the calling process (Ray Train's local mode: one CPU worker, no retries on failure, "
+                    "CPUs not reserved from Ray), saving the ~8 s a worker group takes to start on every fit; "
+                    f"None: on when ${IN_PROCESS_ENV}=1 in the calling process and the fit is one CPU worker with "
+                    "max_failures 0")
     eval_every_steps: int | None = Field(None, ge=1)
     log_every_steps: int = Field(10, ge=1)
     bf16: bool = Field(True, description="bf16 autocast on GPU, and on a CPU with native bf16 (AVX512-BF16, AMX): "

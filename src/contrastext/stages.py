@@ -42,19 +42,31 @@ def as_json(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+#: settings of how a stage runs, not of what it makes: never compared (a fit interrupted in one mode resumes
+#: in the other)
+RUN_ONLY_SETTINGS = frozenset({"in_process"})
+
+
 def setting_differences(old: Any, new: Any, path: str = "") -> list[str]:
-    """The dotted names of the settings that differ, including those only one side has."""
+    """The dotted names of the settings that differ, including those only one side has; the
+    ``RUN_ONLY_SETTINGS`` are left out at any depth."""
     if isinstance(old, dict) and isinstance(new, dict):
-        return [d for k in sorted(old.keys() | new.keys(), key=str)
+        return [d for k in sorted((old.keys() | new.keys()) - RUN_ONLY_SETTINGS, key=str)
                 for d in (setting_differences(old[k], new[k], f"{path}.{k}") if k in old and k in new
                           else [f"{path}.{k}".lstrip(".")])]
     return [] if old == new else [path.lstrip(".") or "."]
 
 
+def _what_it_makes(settings: Any) -> Any:
+    if isinstance(settings, dict):
+        return {k: _what_it_makes(v) for k, v in settings.items() if k not in RUN_ONLY_SETTINGS}
+    return [_what_it_makes(v) for v in settings] if isinstance(settings, list) else settings
+
+
 def fingerprint(settings: Any) -> str:
     """A short digest of ``settings``: what a later stage records of the stage that made its input, so that
     it runs again when that one is made again with other settings."""
-    text = json.dumps(as_json(settings), sort_keys=True)
+    text = json.dumps(_what_it_makes(as_json(settings)), sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 

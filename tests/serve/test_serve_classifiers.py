@@ -267,6 +267,9 @@ def test_unknown_classifiers_are_404(served):
 def test_a_training_past_max_training_s_is_stopped_and_failed(served, tiny_encoder_dir):
     import asyncio
 
+    import ray
+    from ray.util.state import list_actors
+
     from contrastext.serve import classifier_job
     from contrastext.serve.classifiers import _current
     from contrastext.serve.registry import ClassifierRegistry, now
@@ -282,6 +285,10 @@ def test_a_training_past_max_training_s_is_stopped_and_failed(served, tiny_encod
                                       "rounds": 1, "round": 0, "rounds_done": [], "created": now()})
     classifier_job.start(spec)
     assert asyncio.run(_current(registry, "overdue", max_training_s=3600))["state"] in ("queued", "running")
+    # it trains in its own actor (train_in_process, the default), which therefore holds the training's CPUs
+    actors = list_actors(address=ray.get_runtime_context().gcs_address, detail=True,
+                         filters=[("name", "=", classifier_job.actor_name("overdue"))])
+    assert [actor.required_resources.get("CPU") for actor in actors] == [1.0]
     time.sleep(1.5)
     status = asyncio.run(_current(registry, "overdue", max_training_s=1))
     assert status["state"] == "failed" and "classifiers.max_training_s" in status["reason"]

@@ -1,6 +1,7 @@
 """The shared Ray Train fit on a tiny random encoder: 1 and 2 workers, checkpoints, malformed rows."""
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -106,7 +107,8 @@ def test_mnr_memorises_32_pairs(ray_session, tiny_encoder_dir, tmp_path, in_proc
                      optimizer=OptimizerConfig(lr=1e-2, warmup_ratio=0.1),
                      loss=LossConfig(name="mnr", params={"scale": 20.0}), in_process=in_process)
     result = fit(ray.data.from_items(rows), config, OutputConfig(storage_path=str(tmp_path), name="memo"),
-                 export_model_to=tmp_path / "model")
+                 export_model_to=tmp_path / "model", eval_fn=lambda model: {"pid": os.getpid()})
+    assert (result.metrics["eval_pid"] == os.getpid()) is in_process  # trained here, or on a worker
 
     assert result.steps == passes
     windows = result.window_losses  # one per 5 steps, read from the run's history.jsonl

@@ -129,7 +129,7 @@ def _train_epoch(epoch: int, previous_model: str, pairs: list[dict[str, Any]], r
 
 #: training settings that change how an epoch runs, not what it makes (the start model is in ``start``)
 _HOW_NOT_WHAT = {"encoder": {"model"}, "scaling": True, "checkpoint_every_steps": True, "keep_checkpoints": True,
-                 "eval_every_steps": True, "log_every_steps": True, "max_failures": True, "in_process": True}
+                 "eval_every_steps": True, "log_every_steps": True, "max_failures": True}
 
 
 def epoch_settings(config: ShuffleDivideConfig, epoch: int, k: int, docs_path: Path | str, train_path: Path | str,

@@ -36,7 +36,7 @@ from contrastext.stages import Stage, Timings, say
 log = logging.getLogger(__name__)
 STAGES = ("pretrain", "finetune", "mine", "evaluate")
 # settings that change how a training stage runs, not what it produces
-_RUN_ONLY_TRAIN_SETTINGS = ("scaling", "max_failures", "keep_checkpoints", "log_every_steps", "in_process")
+_RUN_ONLY_TRAIN_SETTINGS = ("scaling", "max_failures", "keep_checkpoints", "log_every_steps")
 
 
 def _say(message: str) -> None:

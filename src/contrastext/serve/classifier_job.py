@@ -51,6 +51,7 @@ class TrainingSpec(Settings):
     batch_size: int
     lr: float
     cpus_per_worker: float
+    in_process: bool = True  # train in the actor (which then reserves cpus_per_worker), not on a worker group
     guard: bool = True
 
 
@@ -120,6 +121,7 @@ def train(spec: TrainingSpec) -> dict[str, Any]:
         train_config = base_train.model_copy(update={
             "batch_size": spec.batch_size, "optimizer": base_train.optimizer.model_copy(update={"lr": spec.lr}),
             "scaling": base_train.scaling.model_copy(update={"cpus_per_worker": spec.cpus_per_worker}),
+            "in_process": spec.in_process,
             "encoder": base_train.encoder.model_copy(update={"max_length": spec.max_length})})
         model = WCSBert(spec.base_model_spec, rounds=spec.rounds, template=spec.template, train=train_config,
                         guard=spec.guard, work_dir=work / "rounds")  # reads texts at READ_MAX_LENGTH, as the job
@@ -155,7 +157,8 @@ class ClassifierTrainer:
 
         try:
             spec = TrainingSpec.model_validate(spec)
-            # the actor reserves no CPU (its Ray Train worker does); its own encoding passes use as many threads
+            # the CPUs the training reserves (the actor's own, or its Ray Train worker's): its encoding passes
+            # use as many threads
             torch.set_num_threads(max(1, int(spec.cpus_per_worker)))
             train(spec)
         except BaseException:  # noqa: BLE001 -- already recorded in the status by train()
@@ -173,7 +176,9 @@ def start(spec: TrainingSpec) -> None:
     import ray
 
     actor = ray.remote(ClassifierTrainer).options(
-        name=actor_name(spec.name), namespace=NAMESPACE, lifetime="detached", max_restarts=0, num_cpus=0,
+        name=actor_name(spec.name), namespace=NAMESPACE, lifetime="detached", max_restarts=0,
+        # trained in the actor, the rounds need its CPUs; otherwise each round's worker group reserves them
+        num_cpus=spec.cpus_per_worker if spec.in_process else 0,
     ).remote()
     actor.run.remote(spec.model_dump(mode="json"))
 

@@ -159,7 +159,7 @@ def _checked_request(ingress: Any, body: CreateClassifierRequest) -> classifier_
         dev=body.dev.model_dump() if body.dev is not None else None, rounds=rounds, base_model=base,
         base_model_spec=ingress.config.models[base].model, max_length=settings.max_length,
         batch_size=settings.batch_size, lr=settings.lr,
-        cpus_per_worker=settings.cpus_per_worker, guard=body.guard)
+        cpus_per_worker=settings.cpus_per_worker, in_process=settings.train_in_process, guard=body.guard)
 
 
 def _check_texts_uri(uri: str, prefixes: list[str]) -> None:

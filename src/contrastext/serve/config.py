@@ -149,7 +149,10 @@ class ClassifiersSettings(Settings):
                                     "stopped and failed (e.g. one waiting for CPUs the cluster never frees)")
     default_rounds: int = Field(2, ge=1)
     max_rounds: int = Field(5, ge=1)
-    cpus_per_worker: float = Field(2.0, gt=0, description="CPUs of the training's Ray Train worker")
+    cpus_per_worker: float = Field(2.0, gt=0, description="CPUs a training reserves and trains on")
+    train_in_process: bool = Field(
+        True, description="each round trains in the training's own actor, which reserves cpus_per_worker "
+                          "(train.in_process: ~8 s less per round); false: a Ray Train worker group per round")
     max_length: int = Field(64, gt=0, description="tokens per text while training (the job's round default); "
                                                   "texts are read to label and classify them at 128, as the job does")
     batch_size: int = Field(32, ge=2, description="pairs per training step (the job's round default)")

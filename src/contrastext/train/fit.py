@@ -13,7 +13,7 @@ from contrastext import storage
 from contrastext.config import OutputConfig, TrainConfig
 from contrastext.train.checkpoint import MODEL_SUBDIR
 from contrastext.train.history import HistoryCallback, logged_windows, read_history, total_over_runs
-from contrastext.train.in_process import RUN_DIR_KEY, InProcessRun
+from contrastext.train.in_process import RESUME_KEY, RUN_DIR_KEY, as_ray_checkpoint, newest_checkpoint
 from contrastext.train.objectives import Objective, build_objective
 from contrastext.train.worker import EvalFn, train_loop_per_worker
 
@@ -87,13 +87,15 @@ def data_config(objective: Objective):
 
 
 @contextmanager
-def _torch_threads_kept():
-    """An in-process fit sets torch's thread count for its worker; the calling process gets its own back."""
+def _calling_process_kept():
+    """An in-process fit sets torch's thread count and seeds its random generators for its worker; the calling
+    process gets its own back."""
     import torch
 
     threads = torch.get_num_threads()
     try:
-        yield
+        with torch.random.fork_rng(devices=[]):
+            yield
     finally:
         torch.set_num_threads(threads)
 
@@ -101,7 +103,8 @@ def _torch_threads_kept():
 def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
         eval_fn: EvalFn | None = None, rows: int | None = None,
         export_model_to: str | Path | None = None) -> FitResult:
-    """Train ``config.encoder`` on ``dataset`` with Ray Train; resumes when ``output`` names an earlier run.
+    """Train ``config.encoder`` on ``dataset`` with Ray Train (on a worker group, or in this process when
+    ``config.trains_in_process()``); resumes when ``output`` names an earlier run.
 
     ``config.objective`` says what is trained (see ``contrastext.train.objectives``): the encoder, or the
     encoder plus a classification head. ``eval_fn(model) -> {name: value}`` runs on the first worker every
@@ -123,6 +126,8 @@ def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
     loop_config = {"train": config.model_dump(mode="json"), "total_steps": total_steps, "eval_fn": eval_fn,
                    # the objective's class travels by reference: a worker unpickling it imports its module
                    "objective": type(objective)}
+    # either mode resumes from the newest checkpoint the history names (one written in the other mode too)
+    loop_config[RESUME_KEY] = newest_checkpoint(run_dir)
     if in_process:
         loop_config[RUN_DIR_KEY] = run_dir
     # the same filesystem (endpoint, region) as every other read and write of the run
@@ -146,21 +151,15 @@ def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
         dataset_config=data_config(objective),
     )
     started = time.perf_counter()
-    with _torch_threads_kept() if in_process else nullcontext():
+    with _calling_process_kept() if in_process else nullcontext():
         result = trainer.fit()
     seconds = time.perf_counter() - started
     model_path = None
-    checkpoint_path = None
-    if in_process:
-        stored = InProcessRun(run_dir, config.keep_checkpoints).latest_checkpoint()
-        if stored is not None:
-            checkpoint_path, checkpoint_filesystem = stored.path, stored.filesystem
-    elif result.checkpoint is not None:
-        checkpoint_path, checkpoint_filesystem = result.checkpoint.path, result.checkpoint.filesystem
-    if checkpoint_path is not None and export_model_to is not None:
-        model_path = storage.copy_tree(storage.join(checkpoint_path, MODEL_SUBDIR), str(export_model_to),
-                                       source_filesystem=checkpoint_filesystem)
+    checkpoint = as_ray_checkpoint(newest_checkpoint(run_dir)) if in_process else result.checkpoint
+    if checkpoint is not None and export_model_to is not None:
+        model_path = storage.copy_tree(storage.join(checkpoint.path, MODEL_SUBDIR), str(export_model_to),
+                                       source_filesystem=checkpoint.filesystem)
     history = read_history(run_dir)
     metrics = history[-1] if history else dict(result.metrics or {})
     return FitResult(model_path=model_path, steps=int(metrics.get("step", 0)), metrics=metrics,
-                     history=history, seconds=seconds, checkpoint_path=checkpoint_path)
+                     history=history, seconds=seconds, checkpoint_path=checkpoint.path if checkpoint else None)

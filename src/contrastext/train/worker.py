@@ -25,7 +25,7 @@ from contrastext.train.checkpoint import (
     restore_state,
     save_checkpoint,
 )
-from contrastext.train.in_process import RUN_DIR_KEY, InProcessRun
+from contrastext.train.in_process import RESUME_KEY, RUN_DIR_KEY, InProcessRun, as_ray_checkpoint, checkpoint_step
 from contrastext.train.objectives import build_objective, loss_parts
 
 # called with the model being trained: a TextEncoder (embedding objective) or a TextClassifier (classify)
@@ -65,6 +65,14 @@ def lr_scheduler(optimizer: torch.optim.Optimizer, total_steps: int, warmup_step
     return get_linear_schedule_with_warmup(optimizer, warmup_steps, total_steps)
 
 
+def _resume_from(ray_checkpoint, named: str | None):
+    """Ray Train's checkpoint of a worker-group run or the newest its history names (an in-process run's),
+    whichever is further on."""
+    if ray_checkpoint is not None and checkpoint_step(ray_checkpoint.path) >= checkpoint_step(named):
+        return ray_checkpoint
+    return as_ray_checkpoint(named)
+
+
 def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     import ray.train
     import ray.train.torch
@@ -74,7 +82,8 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     eval_fn: EvalFn | None = loop_config.get("eval_fn")
     context = ray.train.get_context()
     rank, world = context.get_world_rank(), context.get_world_size()
-    device = ray.train.torch.get_device()
+    # Ray's local mode hands out a visible GPU whatever use_gpu says; an in-process fit is a CPU fit
+    device = torch.device("cpu") if loop_config.get(RUN_DIR_KEY) else ray.train.torch.get_device()
     if device.type == "cpu":  # a CPU worker computes on the cores it reserved (torch would otherwise take one)
         torch.set_num_threads(max(1, int(config.scaling.cpus_per_worker)))
     torch.manual_seed(config.seed)
@@ -83,7 +92,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     # an in-process fit (Ray Train's local mode) stores its own checkpoints and history
     in_process = (InProcessRun(loop_config[RUN_DIR_KEY], config.keep_checkpoints)
                   if loop_config.get(RUN_DIR_KEY) else None)
-    checkpoint = in_process.latest_checkpoint() if in_process else ray.train.get_checkpoint()
+    checkpoint = _resume_from(None if in_process else ray.train.get_checkpoint(), loop_config.get(RESUME_KEY))
     progress = Progress()
     model_spec = config.encoder.model
     resume_dir_ctx = checkpoint.as_directory() if checkpoint else nullcontext(None)
@@ -93,7 +102,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
             progress = load_progress(Path(resume_dir))
         with storage.local_copy(model_spec) if storage.is_uri(model_spec) else nullcontext(model_spec) as spec:
             net = objective.build_model(str(spec), resuming=bool(resume_dir))
-        model = ray.train.torch.prepare_model(net)
+        model = ray.train.torch.prepare_model(net, move_to_device=device)
         optimizer = torch.optim.AdamW(objective.param_groups(net), lr=config.optimizer.lr,
                                       weight_decay=config.optimizer.weight_decay)
         warmup = math.ceil(total_steps * config.optimizer.warmup_ratio)
@@ -147,55 +156,61 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         finally:
             net.train()
 
-    done = config.max_steps is not None and progress.step >= config.max_steps
-    for epoch in range(progress.epoch, config.epochs):
-        if done:
-            break
-        skip = progress.batch_in_epoch if epoch == progress.epoch else 0
-        progress.epoch, progress.batch_in_epoch = epoch, 0
-        batches = objective.batches(shard, epoch, rank, world, skipped)
-        while True:
-            batch = next(batches, None)
-            if not _all_have_batch(len(batch) if batch else 0, device):
-                break
-            progress.batch_in_epoch += 1
-            if progress.batch_in_epoch <= skip:
-                continue  # batches this epoch already trained on before the resume
-            # the loss over every worker's batch, as one process would compute it over their concatenation
-            to_backward, loss = mean_over_workers(loss_parts(objective.loss(model, batch, device, autocast),
-                                                             len(batch)))
-            optimizer.zero_grad(set_to_none=True)
-            to_backward.backward()
-            if config.optimizer.max_grad_norm:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), config.optimizer.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
-            progress.step += 1
-            window_loss += loss
-            window_steps += 1
-            window_rows += len(batch)
-            rows_seen += len(batch)
-            done = config.max_steps is not None and progress.step >= config.max_steps
-            at_checkpoint = bool(config.checkpoint_every_steps) and progress.step % config.checkpoint_every_steps == 0
-            at_eval = bool(config.eval_every_steps) and progress.step % config.eval_every_steps == 0
-            if progress.step % config.log_every_steps == 0 or at_checkpoint or at_eval or done:
-                elapsed = time.perf_counter() - window_start
-                metrics = {"loss": window_loss / max(1, window_steps),
-                           "rows_per_s": window_rows * world / max(elapsed, 1e-9), **(evaluate() if at_eval else {})}
-                if rank == 0:
-                    print(f"[contrastext] step {progress.step}/{total_steps} epoch {epoch} "
-                          f"loss {metrics['loss']:.4f} rows/s {metrics['rows_per_s']:.1f}", flush=True)
-                report(metrics, with_checkpoint=at_checkpoint and not done)
-                window_loss, window_steps, window_rows, window_start = 0.0, 0, 0, time.perf_counter()
+    try:
+        done = config.max_steps is not None and progress.step >= config.max_steps
+        for epoch in range(progress.epoch, config.epochs):
             if done:
                 break
-        if not done:
-            progress.epoch, progress.batch_in_epoch = epoch + 1, 0
-        # every epoch ends (and the run finishes) with a checkpoint of the model it reached, unless the
-        # step-interval checkpoint has just saved that model: one step, one checkpoint folder
-        # a window report on the epoch's last step leaves no step to this one: it then has no loss
-        # rather than a loss of 0 that would read as a trained value
-        window = {"loss": window_loss / window_steps} if window_steps else {}
-        report({**window, "rows_trained": rows_seen, "skipped_reasons": dict(skipped.reasons), **evaluate()},
-               with_checkpoint=progress.step != last_checkpoint_step)
-        window_loss, window_steps, window_rows, window_start = 0.0, 0, 0, time.perf_counter()
+            skip = progress.batch_in_epoch if epoch == progress.epoch else 0
+            progress.epoch, progress.batch_in_epoch = epoch, 0
+            batches = objective.batches(shard, epoch, rank, world, skipped)
+            while True:
+                batch = next(batches, None)
+                if not _all_have_batch(len(batch) if batch else 0, device):
+                    break
+                progress.batch_in_epoch += 1
+                if progress.batch_in_epoch <= skip:
+                    continue  # batches this epoch already trained on before the resume
+                # the loss over every worker's batch, as one process would compute it over their concatenation
+                to_backward, loss = mean_over_workers(loss_parts(objective.loss(model, batch, device, autocast),
+                                                                 len(batch)))
+                optimizer.zero_grad(set_to_none=True)
+                to_backward.backward()
+                if config.optimizer.max_grad_norm:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), config.optimizer.max_grad_norm)
+                optimizer.step()
+                scheduler.step()
+                progress.step += 1
+                window_loss += loss
+                window_steps += 1
+                window_rows += len(batch)
+                rows_seen += len(batch)
+                done = config.max_steps is not None and progress.step >= config.max_steps
+                at_checkpoint = (bool(config.checkpoint_every_steps)
+                                 and progress.step % config.checkpoint_every_steps == 0)
+                at_eval = bool(config.eval_every_steps) and progress.step % config.eval_every_steps == 0
+                if progress.step % config.log_every_steps == 0 or at_checkpoint or at_eval or done:
+                    elapsed = time.perf_counter() - window_start
+                    metrics = {"loss": window_loss / max(1, window_steps),
+                               "rows_per_s": window_rows * world / max(elapsed, 1e-9),
+                               **(evaluate() if at_eval else {})}
+                    if rank == 0:
+                        print(f"[contrastext] step {progress.step}/{total_steps} epoch {epoch} "
+                              f"loss {metrics['loss']:.4f} rows/s {metrics['rows_per_s']:.1f}", flush=True)
+                    report(metrics, with_checkpoint=at_checkpoint and not done)
+                    window_loss, window_steps, window_rows, window_start = 0.0, 0, 0, time.perf_counter()
+                if done:
+                    break
+            if not done:
+                progress.epoch, progress.batch_in_epoch = epoch + 1, 0
+            # every epoch ends (and the run finishes) with a checkpoint of the model it reached, unless the
+            # step-interval checkpoint has just saved that model: one step, one checkpoint folder
+            # a window report on the epoch's last step leaves no step to this one: it then has no loss
+            # rather than a loss of 0 that would read as a trained value
+            window = {"loss": window_loss / window_steps} if window_steps else {}
+            report({**window, "rows_trained": rows_seen, "skipped_reasons": dict(skipped.reasons), **evaluate()},
+                   with_checkpoint=progress.step != last_checkpoint_step)
+            window_loss, window_steps, window_rows, window_start = 0.0, 0, 0, time.perf_counter()
+    finally:
+        if in_process:
+            in_process.finish()
