@@ -19,8 +19,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("CONTRASTEXT_BACKEND", "torch")
 # A one-worker fit trains in the test process (Ray Train's local mode) unless its test asks for a worker group
 # (``in_process=False``), which costs ~8 s to start on every fit. On a worker group, as the product trains by
-# default: the two-worker, node-loss and resume tests (resume in both modes and across them), the memorising
-# fit, a classify fit, the pair-fit job, UCTopic's pretraining and the WC-SBERT chain run on three nodes.
+# default: the two-worker fits (the classify objective's too), node loss, resume after a kill (a worker-group
+# run, and an in-process run resumed on a worker group), the memorising fit and the WC-SBERT chain run on three
+# nodes (its pretraining's evaluator travels to the worker). CI's GPU-check dry run trains UCTopic's phrase
+# objective on a worker group too.
 os.environ.setdefault("CONTRASTEXT_TRAIN_IN_PROCESS", "1")
 # a shell's API tokens would turn authentication on for every served test app; the auth tests set their own
 os.environ.pop("CONTRASTEXT_API_TOKENS", None)

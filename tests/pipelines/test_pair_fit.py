@@ -14,7 +14,7 @@ def test_fit_job_writes_model_metrics_and_manifest(ray_session, tiny_encoder_dir
     config = FitJobConfig(
         max_rows=80, eval_fraction=0.25,
         train=TrainConfig(encoder=EncoderConfig(model=str(tiny_encoder_dir), max_length=32), batch_size=16,
-                          checkpoint_every_steps=None, log_every_steps=1, in_process=False),  # a worker group
+                          checkpoint_every_steps=None, log_every_steps=1),
         output=OutputConfig(storage_path=str(tmp_path), name="job"),
     )
     summary = run_pair_fit(config)

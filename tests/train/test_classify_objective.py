@@ -87,8 +87,7 @@ def test_fit_trains_head_and_encoder_and_resumes_from_a_checkpoint_with_its_head
     import ray.data
 
     rows = _rows({0: 6, 1: 6, 2: 4, 3: 4, 4: 4}) + [{"text": "", "label": 1}, {"text": "bad label", "label": 9}]
-    # on a worker group, as the product trains by default (the classify objective travels to the worker)
-    config = _config(tiny_encoder_dir, max_steps=3, checkpoint_every_steps=2, keep_checkpoints=4, in_process=False)
+    config = _config(tiny_encoder_dir, max_steps=3, checkpoint_every_steps=2, keep_checkpoints=4)
     output = OutputConfig(storage_path=str(tmp_path), name="clf")
     first = fit(ray.data.from_items(rows), config, output)
     assert first.steps == 3

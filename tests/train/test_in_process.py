@@ -117,3 +117,21 @@ def test_an_in_process_fit_runs_here_leaves_the_worker_group_layout_and_the_call
     assert sorted(p.name for p in run_dir.glob("checkpoint_step*")) == [
         "checkpoint_step000000012", "checkpoint_step000000018"]
     assert (run_dir / HISTORY_FILE).exists() and (tmp_path / "model" / "config.json").exists()
+
+
+@pytest.mark.ray
+def test_a_longer_in_process_fit_goes_on_from_the_last_checkpoint(ray_session, tiny_encoder_dir, tmp_path):
+    import ray.data
+
+    from contrastext.train import fit
+
+    rows = [{"anchor": f"question number {i}", "positive": f"answer {i} to it"} for i in range(48)]
+    config = TrainConfig(encoder=EncoderConfig(model=str(tiny_encoder_dir), max_length=16), batch_size=8,
+                         max_steps=4, checkpoint_every_steps=2, keep_checkpoints=2, log_every_steps=2,
+                         shuffle_buffer_rows=0, in_process=True)
+    output = OutputConfig(storage_path=str(tmp_path), name="longer")
+    first = fit(ray.data.from_items(rows), config, output)
+    assert first.steps == 4 and first.metrics["resumed_from_step"] == 0
+    second = fit(ray.data.from_items(rows), config.model_copy(update={"max_steps": 6}), output)
+    assert second.metrics["resumed_from_step"] == 4 and second.steps == 6
+    assert [r["step"] for r in second.history if r.get("checkpoint")] == [2, 4, 6]

@@ -39,8 +39,7 @@ def test_pretrain_then_finetune_write_models_reports_and_metrics(ray_session, ti
     conll = _conll(tmp_path / "mini.conll")
     config = _config(tmp_path, str(tiny_encoder_dir), "pretrain", **{
         "pretrain.pages": str(_pages(tmp_path / "pages.jsonl")), "evaluation.conll": str(conll),
-        "train.max_steps": 2, "train.loss.params.mlm_weight": 0.1,
-        "train.in_process": False})  # the phrase objective travels to a Ray Train worker, as by default
+        "train.max_steps": 2, "train.loss.params.mlm_weight": 0.1})
     summary = run_uctopic(config)
     run_dir = Path(summary["run_dir"])
     assert run_dir.name == "uctopic-pretrain"
