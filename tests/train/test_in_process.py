@@ -135,3 +135,29 @@ def test_a_longer_in_process_fit_goes_on_from_the_last_checkpoint(ray_session, t
     second = fit(ray.data.from_items(rows), config.model_copy(update={"max_steps": 6}), output)
     assert second.metrics["resumed_from_step"] == 4 and second.steps == 6
     assert [r["step"] for r in second.history if r.get("checkpoint")] == [2, 4, 6]
+
+
+@pytest.mark.ray
+def test_a_fit_goes_on_in_the_other_mode_and_back(ray_session, tiny_encoder_dir, tmp_path):
+    """Worker group → in process → worker group on one run folder: each goes on from the last checkpoint (the
+    last one too, although the in-process run pruned checkpoints Ray Train's own record named)."""
+    import ray.data
+
+    from contrastext.train import fit
+
+    rows = [{"anchor": f"question number {i}", "positive": f"answer {i} to it"} for i in range(48)]
+    config = TrainConfig(encoder=EncoderConfig(model=str(tiny_encoder_dir), max_length=16), batch_size=8,
+                         checkpoint_every_steps=2, keep_checkpoints=1, log_every_steps=2, shuffle_buffer_rows=0)
+    output = OutputConfig(storage_path=str(tmp_path), name="both")
+    resumed = []
+    for in_process, steps in ((False, 2), (True, 4), (False, 6)):
+        result = fit(ray.data.from_items(rows), config.model_copy(update={"in_process": in_process,
+                                                                          "max_steps": steps}), output)
+        assert result.steps == steps
+        resumed.append(result.metrics["resumed_from_step"])
+    assert resumed == [0, 2, 4]
+    assert checkpoint_step(newest_checkpoint(str(tmp_path / "both"))) == 6
+    # the in-process run pruned the worker group's step-2 checkpoint (the worker group that came after prunes
+    # only its own: the in-process run's step 4 stays until an in-process start prunes by the history)
+    kept = sorted(p.name for p in (tmp_path / "both").glob("checkpoint_step*"))
+    assert kept == ["checkpoint_step000000004", "checkpoint_step000000006"]
