@@ -9,8 +9,9 @@ import pytest
 
 from contrastext import storage
 from contrastext.config import IN_PROCESS_ENV, EncoderConfig, OutputConfig, ScalingSettings, TrainConfig
+from contrastext.train.checkpoint import checkpoint_step
 from contrastext.train.history import HISTORY_FILE, read_history
-from contrastext.train.in_process import RAY_SNAPSHOT_FILE, InProcessRun, checkpoint_step, newest_checkpoint
+from contrastext.train.in_process import RAY_SNAPSHOT_FILE, InProcessRun, newest_checkpoint
 
 
 def _checkpoint(tmp_path, step: int):

@@ -13,7 +13,8 @@ import pytest
 
 from contrastext.config import EncoderConfig, OutputConfig, TrainConfig
 from contrastext.train import fit
-from contrastext.train.in_process import checkpoint_step, newest_checkpoint
+from contrastext.train.checkpoint import checkpoint_step
+from contrastext.train.in_process import newest_checkpoint
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -26,6 +27,16 @@ class Progress:
 
 def checkpoint_dir_name(progress: Progress) -> str:
     return f"checkpoint_step{progress.step:09d}"
+
+
+_CHECKPOINT_DIR = re.compile(r"checkpoint_step(\d+)$")
+
+
+def checkpoint_step(location: str | None) -> int:
+    """The step in a checkpoint folder's name, as :func:`checkpoint_dir_name` writes it
+    (``…/checkpoint_step000000120`` → 120); -1 for none."""
+    found = _CHECKPOINT_DIR.search(str(location or "").rstrip("/"))
+    return int(found.group(1)) if found else -1
 
 
 def save_checkpoint(directory: Path, encoder, optimizer: torch.optim.Optimizer, scheduler,

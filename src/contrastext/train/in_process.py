@@ -18,13 +18,13 @@ a copy resumes from the one before, and the next in-process start removes the un
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import pyarrow.fs
 
 from contrastext import storage
+from contrastext.train.checkpoint import checkpoint_step
 from contrastext.train.history import HISTORY_FILE, read_history
 
 #: keys of ``train_loop_per_worker``'s config: an in-process run's folder, and the checkpoint to resume from
@@ -32,13 +32,6 @@ RUN_DIR_KEY, RESUME_KEY = "in_process_run_dir", "resume_from"
 #: Ray Train's record of a worker-group run's checkpoints (``ray.train.v2._internal.constants``, not public):
 #: an in-process run removes it, since it prunes checkpoints that record would still name
 RAY_SNAPSHOT_FILE = "checkpoint_manager_snapshot.json"
-_CHECKPOINT = re.compile(r"checkpoint_step(\d+)$")
-
-
-def checkpoint_step(location: str | None) -> int:
-    """The step in a checkpoint folder's name (``checkpoint_step000000120`` → 120); -1 for none."""
-    found = _CHECKPOINT.search(str(location or "").rstrip("/"))
-    return int(found.group(1)) if found else -1
 
 
 def _named(run_dir: str, records: list[dict[str, Any]]) -> list[str]:
@@ -84,7 +77,7 @@ class InProcessRun:
         filesystem, path = storage.resolve(self.run_dir)
         named = {checkpoint_step(c) for c in self._stored}
         for info in filesystem.get_file_info(pyarrow.fs.FileSelector(path, allow_not_found=True)):
-            if info.type == pyarrow.fs.FileType.Directory and _CHECKPOINT.search(info.base_name) \
+            if info.type == pyarrow.fs.FileType.Directory and checkpoint_step(info.base_name) >= 0 \
                     and checkpoint_step(info.base_name) not in named:
                 filesystem.delete_dir(info.path)
 

@@ -21,11 +21,12 @@ from contrastext.train.checkpoint import (
     MODEL_SUBDIR,
     Progress,
     checkpoint_dir_name,
+    checkpoint_step,
     load_progress,
     restore_state,
     save_checkpoint,
 )
-from contrastext.train.in_process import RESUME_KEY, RUN_DIR_KEY, InProcessRun, as_ray_checkpoint, checkpoint_step
+from contrastext.train.in_process import RESUME_KEY, RUN_DIR_KEY, InProcessRun, as_ray_checkpoint
 from contrastext.train.objectives import build_objective, loss_parts
 
 # called with the model being trained: a TextEncoder (embedding objective) or a TextClassifier (classify)
