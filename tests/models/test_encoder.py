@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from contrastext.models import TextEncoder, UnsupportedModelLayoutError, pool
+from contrastext.models.encoder import token_budget_batches
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog.",
@@ -43,6 +44,25 @@ def test_encode_returns_float32_in_input_order_whatever_the_batching(tiny):
     one_by_one = np.stack([tiny.encode([t])[0] for t in TEXTS])
     np.testing.assert_allclose(tiny.encode(TEXTS, batch_size=2), one_by_one, atol=1e-5)
     np.testing.assert_allclose(full, one_by_one, atol=1e-5)
+
+
+def test_long_texts_are_encoded_in_batches_of_bounded_tokens(tiny, monkeypatch):
+    from contrastext.models import encoder as encoder_module
+
+    lengths = [512, 500, 130, 128, 64, 64, 10, 3]
+    batches = list(token_budget_batches(range(len(lengths)), lengths, batch_size=4, max_tokens=1024))
+    assert [i for batch in batches for i in batch] == list(range(len(lengths)))  # every row once, in order
+    assert batches == [[0, 1], [2, 3, 4, 5], [6, 7]]  # 2 × 512 tokens fit; 4 rows at most
+    assert list(token_budget_batches([0, 1], [5000, 10], batch_size=8, max_tokens=1024)) == [[0], [1]]
+    # the batches a long text gets do not change what it is encoded to
+    full = tiny.encode(TEXTS, batch_size=16)
+    monkeypatch.setattr(encoder_module, "MAX_BATCH_TOKENS", 8)
+    calls = []
+    forward = type(tiny).forward
+    monkeypatch.setattr(type(tiny), "forward", lambda self, features: calls.append(features["input_ids"].shape)
+                        or forward(self, features))
+    np.testing.assert_allclose(tiny.encode(TEXTS, batch_size=16), full, atol=1e-5)
+    assert max(rows for rows, _ in calls) < len(TEXTS) and all(rows == 1 or rows * width <= 8 for rows, width in calls)
 
 
 def test_encode_of_nothing_is_an_empty_matrix(tiny):
