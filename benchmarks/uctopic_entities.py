@@ -75,14 +75,16 @@ def run_set(entity_set: EntitySet, args: argparse.Namespace, seed: int) -> dict:
     untrained = None
     if args.model != args.untrained:  # the same instances, clustered the same way, with the untrained encoder
         untrained = untrained_scores(config, args.untrained)
-    return {"set": entity_set.name, "seed": seed, "select_by": summary["select_by"],
+    # the untrained encoder with the span in context alone, the phrase vectors before the phrase alone was added
+    in_context = untrained_scores(config, args.untrained, vectors="in_context")
+    return {"set": entity_set.name, "seed": seed, "select_by": summary["select_by"], "untrained_in_context": in_context,
             "instances": summary["counts"]["instances"],
             "k": summary["k"], "epochs": epochs, "oracle_nmi": oracle["gold_nmi"], "untrained": untrained,
             "picks": {rule: {"epoch": row["epoch"], "nmi": row["gold_nmi"], "acc": row["gold_acc"]}
                       for rule, row in picks.items()}}
 
 
-def untrained_scores(config, model: str) -> dict[str, float]:
+def untrained_scores(config, model: str, vectors: str | None = None) -> dict[str, float]:
     from contrastext.methods.uctopic.encoder import PhraseEncoder
     from contrastext.pipelines.uctopic import entity_clustering
 
@@ -90,7 +92,8 @@ def untrained_scores(config, model: str) -> dict[str, float]:
     evaluation = config.evaluation.model_copy(update={
         "conll": data.conll, "labels": data.labels, "conll_documents": data.conll_documents,
         "max_instances": data.max_instances, "k": config.finetune.topics.n_topics})
-    encoder = PhraseEncoder.from_pretrained(model, max_length=config.max_length, backend=config.train.encoder.backend)
+    encoder = PhraseEncoder.from_pretrained(model, max_length=config.max_length, backend=config.train.encoder.backend,
+                                            vectors=vectors or config.phrase_vectors)
     scores = entity_clustering(encoder, evaluation, config)
     return {"nmi": scores["nmi"], "acc": scores["acc"]}
 
@@ -136,13 +139,13 @@ def main() -> None:
     results = [run_set(s, args, int(seed)) for seed in args.seeds.split(",")
                for s in ENTITY_SETS if s.name in wanted]
 
-    per_set = [[r["set"], r["seed"], r["instances"], r["k"]]
+    per_set = [[r["set"], r["seed"], r["instances"], r["k"], _nmi_acc(r["untrained_in_context"])]
                + ([_nmi_acc(r["untrained"])] if r["untrained"] else [])
                + [_nmi_acc(r["picks"]["start"]), _nmi_acc(r["picks"]["last"]),
                   f"{_nmi_acc(r['picks']['delivered'])} (epoch {r['picks']['delivered']['epoch']})",
                   f"{r['oracle_nmi']:.3f}"] for r in results]
     start = "start (pretrained)" if args.model != args.untrained else "untrained"
-    print(format_table(per_set, headers=["set", "seed", "entities", "k",
+    print(format_table(per_set, headers=["set", "seed", "entities", "k", "untrained, in context",
                                          *(["untrained"] if args.model != args.untrained else []), start,
                                          f"CCL epoch {args.epochs}", f"delivered ({results[0]['select_by']})",
                                          "oracle NMI"]))

@@ -51,7 +51,8 @@ def _load_encoder(spec: str, config: UCTopicConfig):
     from contrastext.methods.uctopic.encoder import PhraseEncoder
 
     return PhraseEncoder.from_pretrained(spec, max_length=config.max_length, backend=config.train.encoder.backend,
-                                         allow_download=config.train.encoder.allow_download)
+                                         allow_download=config.train.encoder.allow_download,
+                                         vectors=config.phrase_vectors)
 
 
 def _encode(encoder, instances: Sequence[PhraseInstance], config: UCTopicConfig, what: str) -> np.ndarray:
@@ -178,6 +179,8 @@ def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
             before = entity_clustering(_load_encoder(config.model, config), config.evaluation, config)
     with timings.measure("train"):
         result = fit(pairs, config.train_config(), output, rows=rows, export_model_to=storage.join(run_dir, "model"))
+    if result.model_path:
+        _stamp_phrase_vectors(result.model_path, config)
     if config.evaluation.conll and result.model_path:
         with timings.measure("eval_after"), storage.local_copy(result.model_path) as folder:
             after = entity_clustering(_load_encoder(str(folder), config), config.evaluation, config)
@@ -425,13 +428,23 @@ def _start_line(row: dict[str, Any], chosen: str) -> str:
 
 
 def _publish(model: str, destination: str, config: UCTopicConfig) -> str:
-    """The delivered model into the stage's ``model/`` (the start model too, so the next stage names one folder)."""
+    """The delivered model into the stage's ``model/`` (the start model too, so the next stage names one folder),
+    saved with the phrase vectors it was scored with."""
     from contrastext.models.resolve import resolve_model_path
 
     source = model if storage.is_uri(model) else str(
         resolve_model_path(model, allow_download=config.train.encoder.allow_download))
     storage.copy_tree(source, destination)
+    _stamp_phrase_vectors(destination, config)
     return destination
+
+
+def _stamp_phrase_vectors(model_folder: str, config: UCTopicConfig) -> None:
+    """A stage's model folder says the phrase vectors the stage scored it with (later stages, ``predict`` and
+    Serve read them from there)."""
+    from contrastext.methods.uctopic.encoder import PHRASE_CONFIG, phrase_layout
+
+    storage.write_json(storage.join(model_folder, PHRASE_CONFIG), phrase_layout(config.phrase_vectors))
 
 
 def _gold_row(row: dict[str, Any]) -> dict[str, float] | None:

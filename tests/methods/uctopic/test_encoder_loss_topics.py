@@ -1,5 +1,7 @@
 """PhraseEncoder span pooling and masking, the CCL loss mask, pseudo labels and topic metrics."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -14,6 +16,12 @@ from contrastext.methods.uctopic.topics import ccl_pairs, ccl_pseudo_labels, phr
 
 @pytest.fixture(scope="module")
 def encoder(tiny_encoder_dir):
+    """The span in context alone: what training pools, and what the pooling tests below check."""
+    return PhraseEncoder.from_pretrained(str(tiny_encoder_dir), max_length=32, vectors="in_context")
+
+
+@pytest.fixture(scope="module")
+def with_alone(tiny_encoder_dir):
     return PhraseEncoder.from_pretrained(str(tiny_encoder_dir), max_length=32)
 
 
@@ -71,8 +79,51 @@ def test_save_and_load_round_trip(encoder, tmp_path):
     folder = encoder.save(tmp_path / "phrase")
     assert (folder / PHRASE_CONFIG).is_file()
     again = PhraseEncoder.from_pretrained(str(folder), max_length=32)
+    assert again.vectors == "in_context"  # what it was saved with, not the default
     spans = [("A phrase in a sentence.", 2, 8)]
     np.testing.assert_allclose(again.encode(spans), encoder.encode(spans), atol=1e-6)
+
+
+def test_the_phrase_alone_is_added_to_its_vector_in_context(encoder, with_alone):
+    assert with_alone.vectors == "in_context+alone"  # the default for a folder without phrase_encoder.json
+    sentence = "Chelsea beat Arsenal at Stamford Bridge."
+    spans = [(sentence, 0, 7), (sentence, 13, 20), ("Arsenal lost.", 0, 7)]
+    in_context = encoder.encode(spans)
+    alone = encoder.encoder.encode(["Chelsea", "Arsenal", "Arsenal"])
+    alone /= np.linalg.norm(alone, axis=1, keepdims=True)
+    expected = (in_context + alone) / np.linalg.norm(in_context + alone, axis=1, keepdims=True)
+    np.testing.assert_allclose(with_alone.encode(spans), expected, atol=1e-5)
+    np.testing.assert_allclose(with_alone.encode(spans, normalize=False), (in_context + alone) / 2, atol=1e-5)
+    # one mention in two sentences: the phrase part is shared, the context part is not
+    assert not np.allclose(with_alone.encode(spans)[1], with_alone.encode(spans)[2])
+    # masking hides the phrase: the phrase alone is not added then
+    np.testing.assert_allclose(with_alone.encode(spans, mask=True), encoder.encode(spans, mask=True), atol=1e-6)
+
+
+def test_training_pools_the_vectors_that_encode_delivers(encoder, with_alone):
+    sentence = "Chelsea beat Arsenal at Stamford Bridge."
+    spans = [(sentence, 0, 7), (sentence, 13, 20)]
+    with torch.no_grad():
+        trained = with_alone(with_alone.tokenize(spans)).numpy()
+        masked = with_alone(with_alone.tokenize(spans, mask=[True, False])).numpy()
+        plain = encoder(encoder.tokenize(spans)).numpy()
+    assert "phrase_input_ids" not in encoder.tokenize(spans)
+    np.testing.assert_allclose(trained / 2, with_alone.encode(spans, normalize=False), atol=1e-5)
+    # a masked phrase is not shown alone either: its row is its span in context, unit length
+    np.testing.assert_allclose(np.linalg.norm(masked[0]), 1.0, atol=1e-5)
+    np.testing.assert_allclose(masked[1], trained[1], atol=1e-5)
+    assert not np.allclose(plain[1] / np.linalg.norm(plain[1]), trained[1] / np.linalg.norm(trained[1]), atol=1e-3)
+
+
+def test_the_phrase_vectors_are_saved_and_an_earlier_folder_reads_as_in_context(with_alone, tmp_path):
+    folder = with_alone.save(tmp_path / "alone")
+    assert json.loads((folder / PHRASE_CONFIG).read_text())["vectors"] == "in_context+alone"
+    assert PhraseEncoder.from_pretrained(str(folder)).vectors == "in_context+alone"
+    assert PhraseEncoder.from_pretrained(str(folder), vectors="in_context").vectors == "in_context"
+    (folder / PHRASE_CONFIG).write_text(json.dumps({"pooling": "span_mean", "mask_token": "[MASK]"}))
+    assert PhraseEncoder.from_pretrained(str(folder)).vectors == "in_context"
+    with pytest.raises(ValueError, match="vectors must be one of in_context, in_context\\+alone"):
+        PhraseEncoder(with_alone.encoder, vectors="alone")
 
 
 def test_ccl_loss_drops_same_topic_negatives():

@@ -22,6 +22,11 @@ Stage = Literal["pretrain", "finetune", "mine", "evaluate"]
 #: the label-free score that picks CCL's delivered epoch (contrastext.methods.uctopic.ccl says what each measures)
 CCLSelectBy = Literal["anchored_silhouette", "context_silhouette", "start_silhouette", "silhouette", "last"]
 TopicCount = int | Literal["auto"]
+#: what a phrase's vector is: the mean of its span's token states in its sentence (``in_context``), or that
+#: plus the phrase encoded on its own as a text (``in_context+alone``: the name carries the entity's kind where
+#: the sentence does not, e.g. in a sports table; each part unit length, their sum renormalised)
+PhraseVectors = Literal["in_context", "in_context+alone"]
+DEFAULT_PHRASE_VECTORS: PhraseVectors = "in_context+alone"
 
 
 class PretrainSettings(Settings):
@@ -147,8 +152,9 @@ class FinetuneSettings(Settings):
                                                                  "centroid that gets a pseudo label")
     pairs_per_instance: int = Field(1, ge=1)
     positives: Literal["mention", "topic"] = Field(
-        "mention", description="mention: two instances of one mention (UCTopic); topic: instances of two "
-                               "mentions with the same pseudo label")
+        "topic", description="topic: instances of two mentions with the same pseudo label; mention: two "
+                             "instances of one mention (UCTopic's; with the phrase alone in each vector such a pair "
+                             "is alike from the start and teaches little)")
     mask_keep_probability: float | None = Field(
         None, ge=0, le=1, description="mask the mentions as in pretraining, one kept visible with this "
                                       "probability; None: no masking")
@@ -174,6 +180,9 @@ class UCTopicConfig(Settings):
     model: str = Field(DEFAULT_MODEL, description="bundled:minilm, a folder written by pretrain/finetune, or any "
                                                   "encoder folder; sets train.encoder.model")
     max_length: int = Field(64, gt=0, description="tokens per sentence; sets train.encoder.max_length")
+    phrase_vectors: PhraseVectors = Field(
+        DEFAULT_PHRASE_VECTORS, description="a phrase's vector: its span in context (in_context), or that plus the "
+        "phrase encoded alone (in_context+alone); every stage encodes with it and saves it with the model")
     encode_batch_size: int = Field(64, ge=1)
     seed: int = 0
     pretrain: PretrainSettings = Field(default_factory=PretrainSettings)

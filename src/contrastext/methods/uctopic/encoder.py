@@ -6,7 +6,7 @@ import json
 import os
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Sequence
+from typing import Sequence, get_args
 
 import numpy as np
 import torch
@@ -14,8 +14,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from contrastext.console import progress_bar
+from contrastext.methods.uctopic.config import DEFAULT_PHRASE_VECTORS, PhraseVectors
 from contrastext.methods.uctopic.phrases import PhraseInstance
-from contrastext.models.encoder import TextEncoder, pick_device
+from contrastext.models.encoder import TextEncoder, pick_device, pool
 from contrastext.models.resolve import DEFAULT_MODEL, resolve_model_path
 
 PHRASE_CONFIG = "phrase_encoder.json"
@@ -23,39 +24,47 @@ PHRASE_CONFIG = "phrase_encoder.json"
 _CHARS_PER_TOKEN = 4
 
 Span = tuple[str, int, int]  # (sentence, start, end) in characters
+_POOLING = {"in_context": "span_mean", "in_context+alone": "span_mean+phrase_alone"}
 
 
 class PhraseEncoder(nn.Module):
-    """Context-aware phrase vectors: ``mean(token states of the span's tokens)`` of the encoded sentence.
+    """Context-aware phrase vectors: ``mean(token states of the span's tokens)`` of the encoded sentence, by
+    default plus the phrase encoded alone (``vectors``, see ``PhraseVectors``).
 
-    With ``mask`` the span's tokens are replaced by the tokenizer's mask token, so the vector comes from the
-    context alone (UCTopic pretraining). The folder it saves is the encoder's sentence-transformers folder
-    plus ``phrase_encoder.json``; any encoder folder loads as a phrase encoder.
+    Training (``forward``) pools the span in context only. With ``mask`` the span's tokens are replaced by the
+    tokenizer's mask token, so the vector comes from the context alone (UCTopic pretraining). The folder it
+    saves is the encoder's sentence-transformers folder plus ``phrase_encoder.json``, which names ``vectors``;
+    any encoder folder loads as a phrase encoder.
     """
 
-    def __init__(self, encoder: TextEncoder):
+    def __init__(self, encoder: TextEncoder, vectors: PhraseVectors = DEFAULT_PHRASE_VECTORS):
         super().__init__()
+        if vectors not in get_args(PhraseVectors):
+            raise ValueError(f"vectors must be one of {', '.join(get_args(PhraseVectors))}, not {vectors!r}")
         self.encoder = encoder
+        self.vectors = vectors
         if encoder.tokenizer.mask_token_id is None:
             raise ValueError("the tokenizer has no mask token; phrase masking needs one")
 
     @classmethod
     def from_pretrained(cls, spec: str | os.PathLike[str] = DEFAULT_MODEL, *, max_length: int | None = None,
                         device: str | torch.device | None = None, allow_download: bool = False,
-                        backend: str = "torch") -> "PhraseEncoder":
+                        backend: str = "torch", vectors: PhraseVectors | None = None) -> "PhraseEncoder":
         """Load a phrase encoder from a folder, a URI of a folder an earlier stage saved, or a model spec;
-        ``backend``: what ``encode`` runs on (``models.onnx_backend``; training always runs on torch)."""
+        ``backend``: what ``encode`` runs on (``models.onnx_backend``; training always runs on torch);
+        ``vectors``: None takes what the folder was saved with, else the default."""
         from contrastext import storage
 
         if storage.is_uri(spec) and not str(spec).startswith("file://"):
             with storage.local_copy(spec) as local:
                 return cls.from_pretrained(local, max_length=max_length, device=device,
-                                           allow_download=allow_download, backend=backend)
+                                           allow_download=allow_download, backend=backend, vectors=vectors)
         if str(spec).startswith("file://"):
             spec = storage.resolve(spec)[1]
         folder = resolve_model_path(spec, allow_download=allow_download)
         encoder = TextEncoder.from_pretrained(folder, max_length=max_length, device="cpu")
-        return cls(encoder).to(pick_device(device)).eval().set_backend(backend)
+        vectors = vectors or saved_phrase_vectors(folder)
+        return cls(encoder, vectors).to(pick_device(device)).eval().set_backend(backend)
 
     def set_backend(self, backend: str) -> "PhraseEncoder":
         """Run ``encode``'s transformer on ``backend``: the span pooling reads the ONNX session's token states."""
@@ -93,8 +102,9 @@ class PhraseEncoder(nn.Module):
 
     # ---------------------------------------------------------------- features
     def tokenize(self, spans: Sequence[Span | PhraseInstance], mask: Sequence[bool] | None = None,
-                 max_length: int | None = None) -> dict[str, torch.Tensor]:
-        """Tokenised sentences plus ``span_mask`` [B, T] (1 on the span's tokens)."""
+                 max_length: int | None = None, *, phrases_alone: bool | None = None) -> dict[str, torch.Tensor]:
+        """Tokenised sentences plus ``span_mask`` [B, T] (1 on the span's tokens); with ``phrases_alone`` (None:
+        where ``vectors`` adds them) also the phrases tokenised alone for ``forward``."""
         max_length = max_length or self.max_length
         window = max_length * _CHARS_PER_TOKEN
         texts, bounds = [], []
@@ -118,17 +128,34 @@ class PhraseEncoder(nn.Module):
         empty = ~span_mask.any(dim=1)
         if empty.any():  # the span fell past the token limit: the sentence's tokens stand in for it
             span_mask[empty] = features["attention_mask"][empty].bool()
+        hidden = torch.zeros(len(texts), dtype=torch.bool)
         if mask is not None:
-            masked = torch.tensor(list(mask), dtype=torch.bool)[:, None] & span_mask & ~empty[:, None]
+            hidden = torch.tensor(list(mask), dtype=torch.bool) & ~empty
+            masked = hidden[:, None] & span_mask
             features["input_ids"] = features["input_ids"].masked_fill(masked, self.tokenizer.mask_token_id)
         features["span_mask"] = span_mask.long()
-        return dict(features)
+        features = dict(features)
+        if phrases_alone if phrases_alone is not None else self.vectors == "in_context+alone":
+            alone = self.encoder.tokenize([text[start:end] for text, (start, end) in zip(texts, bounds)], max_length)
+            features |= {"phrase_input_ids": alone["input_ids"], "phrase_attention_mask": alone["attention_mask"],
+                         "phrase_shown": (~hidden).long()}
+        return features
 
     def forward(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Phrase vectors with their graph: the span's mean token state in context, plus (``in_context+alone``,
+        features from ``tokenize``) the phrase encoded alone for rows whose phrase is not masked, each part unit
+        length; the loss compares directions only."""
         inputs = {k: v for k, v in features.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
         states = self.encoder.transformer(**inputs).last_hidden_state.float()
         weights = features["span_mask"].unsqueeze(-1).to(states.dtype)
-        return (states * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
+        in_context = (states * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
+        if "phrase_input_ids" not in features:
+            return in_context
+        alone_states = self.encoder.transformer(input_ids=features["phrase_input_ids"],
+                                                attention_mask=features["phrase_attention_mask"]).last_hidden_state
+        alone = pool(alone_states.float(), features["phrase_attention_mask"], self.encoder.pooling)
+        shown = features["phrase_shown"].unsqueeze(-1).to(in_context.dtype)
+        return F.normalize(in_context, dim=1) + shown * F.normalize(alone, dim=1)
 
     # ---------------------------------------------------------------- inference
     @torch.inference_mode()
@@ -136,7 +163,9 @@ class PhraseEncoder(nn.Module):
                normalize: bool = True, max_length: int | None = None, show_progress: bool = False) -> np.ndarray:
         """Phrase vectors [N, D] float32 in input order (length-sorted batches, bf16 autocast on GPU).
 
-        Unmasked spans of the same sentence share one forward pass of that sentence.
+        Unmasked spans of the same sentence share one forward pass of that sentence. With ``in_context+alone``
+        (not with ``mask``) each distinct phrase is also encoded once on its own; without ``normalize`` the
+        result is then the mean of the two unit vectors.
         """
         items = [(s.sentence, s.start, s.end) if isinstance(s, PhraseInstance) else tuple(s) for s in spans]
         out = np.empty((len(items), self.embedding_dimension), dtype=np.float32)
@@ -156,7 +185,8 @@ class PhraseEncoder(nn.Module):
             for b in range(0, len(groups), batch_size):
                 chunk = groups[b:b + batch_size]
                 rows = [i for g in chunk for i in g]
-                features = self.tokenize([items[i] for i in rows], [mask] * len(rows), max_length)
+                features = self.tokenize([items[i] for i in rows], [mask] * len(rows), max_length,
+                                         phrases_alone=False)  # added below, once per distinct phrase
                 # rows of one sentence tokenise identically: run the transformer once per sentence
                 first = np.cumsum([0] + [len(g) for g in chunk[:-1]])
                 inputs = {k: v[first].to(self.device) for k, v in features.items() if k != "span_mask"}
@@ -172,11 +202,40 @@ class PhraseEncoder(nn.Module):
         finally:
             progress.close()
             self.train(was_training)
+        if self.vectors == "in_context+alone" and not mask:
+            out = self._add_phrases_alone(out, items, batch_size, max_length, normalize)
         return out
+
+    def _add_phrases_alone(self, in_context: np.ndarray, items: list[Span], batch_size: int,
+                           max_length: int | None, normalize: bool) -> np.ndarray:
+        phrases = [sentence[start:end] for sentence, start, end in items]
+        distinct = sorted(set(phrases))
+        alone = self.encoder.encode(distinct, batch_size=batch_size, max_length=max_length)
+        row = {phrase: i for i, phrase in enumerate(distinct)}
+        total = _unit(in_context) + _unit(alone)[[row[p] for p in phrases]]
+        return _unit(total) if normalize else total / 2
 
     # ---------------------------------------------------------------- persistence
     def save(self, path: str | os.PathLike[str]) -> Path:
         target = self.encoder.save(path)
-        layout = {"pooling": "span_mean", "mask_token": self.tokenizer.mask_token}
-        (target / PHRASE_CONFIG).write_text(json.dumps(layout, indent=2))
+        (target / PHRASE_CONFIG).write_text(json.dumps(phrase_layout(self.vectors), indent=2))
         return target
+
+
+def phrase_layout(vectors: PhraseVectors) -> dict[str, str]:
+    """What ``phrase_encoder.json`` says: how a phrase's vector is made from the folder's encoder."""
+    return {"pooling": _POOLING[vectors], "vectors": vectors}
+
+
+def saved_phrase_vectors(folder: str | os.PathLike[str]) -> PhraseVectors:
+    """What a saved phrase encoder's vectors are (a folder saved before the choice existed: ``in_context``;
+    a plain encoder folder: the default)."""
+    path = Path(folder) / PHRASE_CONFIG
+    if not path.is_file():
+        return DEFAULT_PHRASE_VECTORS
+    layout = json.loads(path.read_text())
+    return layout.get("vectors", "in_context")
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)

@@ -124,7 +124,7 @@ class PhraseObjective(Objective):
         ids, labels = mask_tokens(features["input_ids"], features["attention_mask"], self.encoder.tokenizer,
                                   self.mlm.probability, self._mlm_generator)
         mlm_features = {k: v.to(device) for k, v in {**features, "input_ids": ids, "labels": labels}.items()
-                        if k != "span_mask"}
+                        if k in ("input_ids", "attention_mask", "token_type_ids", "labels")}
         features = {k: v.to(device) for k, v in features.items()}
         with autocast:
             vectors, mlm_loss = model(features, mlm_features)
