@@ -41,7 +41,9 @@ def main() -> None:
     with open(path, encoding="utf-8") as f:
         docs = [json.loads(line)["text"] for _, line in zip(range(args.documents), f)]
     instances, extractor = document_phrases(docs, extractor="ngram")
-    encoder = PhraseEncoder.from_pretrained(args.model, max_length=args.max_length, device=args.device)
+    # the span in context alone: the comparison is one forward pass per sentence against one per phrase
+    encoder = PhraseEncoder.from_pretrained(args.model, max_length=args.max_length, device=args.device,
+                                            vectors="in_context")
     sentences = len({i.sentence for i in instances})
 
     order = sorted(range(len(instances)), key=lambda i: -len(instances[i].sentence))

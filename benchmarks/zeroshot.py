@@ -8,8 +8,8 @@
 Each row is one run of the ``wcsbert_selftrain`` job (``run_wcsbert``, no Wikipedia pretraining) with the
 bundled MiniLM: it self-trains on a seeded sample of one half of the texts (labels never read) and is
 scored on a sample of the other half (``--encoder`` self-trains another model: its runs go under a folder
-of its own name, its results to ``zeroshot_<encoder>.json``); the figure is the kept model's accuracy (the guard chooses it), the
-time that of the run that made it.
+of its own name, its results to ``zeroshot_<encoder>.json``); the figures are the kept model's accuracy with
+its prompts and with the head delivered with it (the guard chooses both), the time that of the run that made it.
 
 - agnews: the AG News test set, ``configs/wcsbert_agnews_half.yaml`` (World / Sports / Business / Sci/Tech);
 - 20ng: 20 Newsgroups with readable group names, ``configs/wcsbert_20ng_readable.yaml``;
@@ -229,12 +229,16 @@ def main() -> None:
         for variant in args.variants:
             rows.append(run_one(dataset, variant, args))
             write_result(result_name, result)  # after every run: a stopped benchmark keeps what it measured
-            print(f"zeroshot: {dataset} {variant}: accuracy {rows[-1]['accuracy']:.4f} "
-                  f"({rows[-1]['seconds']:.0f} s)", flush=True)
-    headers = ["dataset", "variant", "accuracy", "macro F1", "kept round", "per round",
+            delivered = rows[-1].get("delivered")
+            print(f"zeroshot: {dataset} {variant}: accuracy {rows[-1]['accuracy']:.4f}"
+                  + (f", delivered {delivered:.4f}" if delivered is not None else "")
+                  + f" ({rows[-1]['seconds']:.0f} s)", flush=True)
+    headers = ["dataset", "variant", "accuracy (prompts)", "delivered (its head)", "macro F1", "kept round",
+               "per round",
                "pseudo-labels right: kept / pool, per round", "s"]
     table = format_table([[r["dataset"], r["variant"] + (f" ({'+'.join(args.best)})" if r["variant"] == "best" else ""),
-                           f"{r['accuracy']:.4f}", "-" if r["macro_f1"] is None else f"{r['macro_f1']:.4f}",
+                           f"{r['accuracy']:.4f}", "-" if r.get("delivered") is None else f"{r['delivered']:.4f}",
+                           "-" if r["macro_f1"] is None else f"{r['macro_f1']:.4f}",
                            r["chosen_round"], " ".join(f"{a:.3f}" for a in r["round_accuracy"] if a is not None) or "-",
                            " ".join(f"{q['kept_right']:.3f}/{q['pool_right']:.3f}" for q in r["pseudo_labels"]
                                     if q["kept_right"] is not None) or "-",

@@ -54,6 +54,9 @@ def test_long_texts_are_encoded_in_batches_of_bounded_tokens(tiny, monkeypatch):
     assert [i for batch in batches for i in batch] == list(range(len(lengths)))  # every row once, in order
     assert batches == [[0, 1], [2, 3, 4, 5], [6, 7]]  # 2 × 512 tokens fit; 4 rows at most
     assert list(token_budget_batches([0, 1], [5000, 10], batch_size=8, max_tokens=1024)) == [[0], [1]]
+    # the budget counts the padded width: 257 tokens padded to 320 leave room for 3 rows of 1024, not 3.98
+    assert [len(b) for b in token_budget_batches(range(5), [257] * 5, 8, max_tokens=1024, pad_to_multiple_of=64)] \
+        == [3, 2]
     # the batches a long text gets do not change what it is encoded to
     full = tiny.encode(TEXTS, batch_size=16)
     monkeypatch.setattr(encoder_module, "MAX_BATCH_TOKENS", 8)

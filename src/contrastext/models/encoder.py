@@ -48,13 +48,15 @@ def cpu_has_native_bf16() -> bool:
 
 
 def token_budget_batches(order: Sequence[int], lengths: Sequence[int], batch_size: int,
-                         max_tokens: int | None = None) -> Iterator[list[int]]:
+                         max_tokens: int | None = None, pad_to_multiple_of: int | None = None) -> Iterator[list[int]]:
     """``order`` (longest first) cut into batches of at most ``batch_size`` rows and, where texts are long,
-    at most ``max_tokens`` (default ``MAX_BATCH_TOKENS``) padded tokens (never less than one row)."""
+    at most ``max_tokens`` (default ``MAX_BATCH_TOKENS``) tokens once padded (never less than one row)."""
     max_tokens = max_tokens or MAX_BATCH_TOKENS
+    multiple = pad_to_multiple_of or 1
     b = 0
     while b < len(order):
-        rows = max(1, min(batch_size, max_tokens // max(1, lengths[order[b]])))
+        width = -(-max(1, lengths[order[b]]) // multiple) * multiple
+        rows = max(1, min(batch_size, max_tokens // width))
         yield list(order[b: b + rows])
         b += rows
 
@@ -265,7 +267,8 @@ class TextEncoder(nn.Module):
                 ids = tokens["input_ids"]
                 type_ids = tokens.get("token_type_ids")
                 order = sorted(range(len(chunk)), key=lambda i: -len(ids[i]))
-                for rows in token_budget_batches(order, [len(i) for i in ids], batch_size):
+                for rows in token_budget_batches(order, [len(i) for i in ids], batch_size,
+                                                 pad_to_multiple_of=self.pad_to_multiple_of):
                     batch = {"input_ids": [ids[i] for i in rows]}
                     if type_ids is not None:
                         batch["token_type_ids"] = [type_ids[i] for i in rows]

@@ -20,7 +20,8 @@ from contrastext.errors import InputError
 MARKERS = {"wcsbert.json": ("classify", "WCSBert"), "supcon_classifier.json": ("classify", "SupConClassifier"),
            "shuffle_divide.json": ("cluster", "ShuffleDivide"), "phrase_topics.json": ("topics", "PhraseTopicModel")}
 # each method's encoder, whose backend (models.onnx_backend) its predictions run on: they all read only its
-# embeddings (SupConClassifier's head too) or its token states (PhraseTopicModel's span pooling)
+# embeddings (SupConClassifier's head too) or its token states and embeddings (PhraseTopicModel's span pooling
+# and its phrases read alone)
 ENCODER_OF = {"WCSBert": lambda m: m.encoder_, "ShuffleDivide": lambda m: m.encoder_,
               "SupConClassifier": lambda m: m.model_.encoder, "PhraseTopicModel": lambda m: m.encoder,
               "TextEncoder": lambda m: m}

@@ -16,7 +16,7 @@ from contrastext.methods.uctopic.topics import ccl_pairs, ccl_pseudo_labels, phr
 
 @pytest.fixture(scope="module")
 def encoder(tiny_encoder_dir):
-    """The span in context alone: what training pools, and what the pooling tests below check."""
+    """The span in context alone, what the pooling tests below check."""
     return PhraseEncoder.from_pretrained(str(tiny_encoder_dir), max_length=32, vectors="in_context")
 
 
@@ -115,6 +115,17 @@ def test_training_pools_the_vectors_that_encode_delivers(encoder, with_alone):
     assert not np.allclose(plain[1] / np.linalg.norm(plain[1]), trained[1] / np.linalg.norm(trained[1]), atol=1e-3)
 
 
+def test_the_phrase_objective_trains_the_vectors_the_job_names(tiny_encoder_dir):
+    from contrastext.methods.uctopic.config import UCTopicConfig
+    from contrastext.methods.uctopic.objective import PhraseObjective
+
+    for vectors in ("in_context", "in_context+alone"):
+        config = UCTopicConfig(model=str(tiny_encoder_dir), phrase_vectors=vectors).train_config()
+        objective = PhraseObjective(config)
+        objective.build_model(str(tiny_encoder_dir), resuming=False)
+        assert objective.encoder.vectors == vectors  # whatever the start folder says
+
+
 def test_the_phrase_vectors_are_saved_and_an_earlier_folder_reads_as_in_context(with_alone, tmp_path):
     folder = with_alone.save(tmp_path / "alone")
     assert json.loads((folder / PHRASE_CONFIG).read_text())["vectors"] == "in_context+alone"
@@ -122,6 +133,9 @@ def test_the_phrase_vectors_are_saved_and_an_earlier_folder_reads_as_in_context(
     assert PhraseEncoder.from_pretrained(str(folder), vectors="in_context").vectors == "in_context"
     (folder / PHRASE_CONFIG).write_text(json.dumps({"pooling": "span_mean", "mask_token": "[MASK]"}))
     assert PhraseEncoder.from_pretrained(str(folder)).vectors == "in_context"
+    (folder / PHRASE_CONFIG).write_text(json.dumps({"vectors": "sum"}))
+    with pytest.raises(ValueError, match="phrase_encoder.json names phrase vectors 'sum'"):
+        PhraseEncoder.from_pretrained(str(folder))
     with pytest.raises(ValueError, match="vectors must be one of in_context, in_context\\+alone"):
         PhraseEncoder(with_alone.encoder, vectors="alone")
 
@@ -156,7 +170,7 @@ def test_pseudo_labels_take_central_instances_and_vote_per_mention():
     # cluster 0 (4 members) labels its 2 most central (a, a); cluster 1 its most central (b)
     assert labels.instance_topics.tolist() == [0, 0, 1, 1, -1, -1]
     assert labels.central == 3 and labels.labelled_mentions == 2
-    rows = ccl_pairs(_instances(keys), labels, seed=0)
+    rows = ccl_pairs(_instances(keys), labels, positives="mention", seed=0)
     assert len(rows) == 4 and all(r["topic"] in (0, 1) for r in rows)
     assert all(r["anchor"] != r["positive"] and r["key"] in ("mention:a", "mention:b") for r in rows)
     assert not any(r["anchor_mask"] or r["positive_mask"] for r in rows)

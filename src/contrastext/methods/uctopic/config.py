@@ -207,5 +207,9 @@ class UCTopicConfig(Settings):
         return self
 
     def train_config(self) -> TrainConfig:
+        """The fits' settings: this model and token limit, and the phrase vectors the stages encode with (the
+        phrase objective reads them from ``loss.params``)."""
         encoder = self.train.encoder.model_copy(update={"model": self.model, "max_length": self.max_length})
-        return self.train.model_copy(update={"encoder": encoder})
+        loss = self.train.loss.model_copy(update={"params": {**self.train.loss.params,
+                                                             "phrase_vectors": self.phrase_vectors}})
+        return self.train.model_copy(update={"encoder": encoder, "loss": loss})

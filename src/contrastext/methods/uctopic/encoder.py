@@ -1,4 +1,5 @@
-"""PhraseEncoder: a transformer encodes the sentence; the phrase is the mean of its span's token states."""
+"""PhraseEncoder: a transformer encodes the sentence; the phrase is the mean of its span's token states, plus
+(by default) the phrase encoded on its own."""
 
 from __future__ import annotations
 
@@ -31,8 +32,9 @@ class PhraseEncoder(nn.Module):
     """Context-aware phrase vectors: ``mean(token states of the span's tokens)`` of the encoded sentence, by
     default plus the phrase encoded alone (``vectors``, see ``PhraseVectors``).
 
-    Training (``forward``) pools the span in context only. With ``mask`` the span's tokens are replaced by the
-    tokenizer's mask token, so the vector comes from the context alone (UCTopic pretraining). The folder it
+    Training (``forward`` on ``tokenize``'s features) builds the same vectors. With ``mask`` the span's tokens are
+    replaced by the tokenizer's mask token and the phrase is not added, so the vector comes from the context
+    alone (UCTopic pretraining). The folder it
     saves is the encoder's sentence-transformers folder plus ``phrase_encoder.json``, which names ``vectors``;
     any encoder folder loads as a phrase encoder.
     """
@@ -128,10 +130,9 @@ class PhraseEncoder(nn.Module):
         empty = ~span_mask.any(dim=1)
         if empty.any():  # the span fell past the token limit: the sentence's tokens stand in for it
             span_mask[empty] = features["attention_mask"][empty].bool()
-        hidden = torch.zeros(len(texts), dtype=torch.bool)
+        hidden = torch.tensor(list(mask) if mask is not None else [False] * len(texts), dtype=torch.bool)
         if mask is not None:
-            hidden = torch.tensor(list(mask), dtype=torch.bool) & ~empty
-            masked = hidden[:, None] & span_mask
+            masked = hidden[:, None] & span_mask & ~empty[:, None]
             features["input_ids"] = features["input_ids"].masked_fill(masked, self.tokenizer.mask_token_id)
         features["span_mask"] = span_mask.long()
         features = dict(features)
@@ -233,8 +234,11 @@ def saved_phrase_vectors(folder: str | os.PathLike[str]) -> PhraseVectors:
     path = Path(folder) / PHRASE_CONFIG
     if not path.is_file():
         return DEFAULT_PHRASE_VECTORS
-    layout = json.loads(path.read_text())
-    return layout.get("vectors", "in_context")
+    vectors = json.loads(path.read_text()).get("vectors", "in_context")
+    if vectors not in get_args(PhraseVectors):
+        raise ValueError(f"{path} names phrase vectors {vectors!r}: expected one of "
+                         f"{', '.join(get_args(PhraseVectors))}")
+    return vectors
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:

@@ -267,8 +267,9 @@ class PhraseTopicModel:
 
 
 def phrase_encoder(encoder, max_length: int = 128, device: str | None = None, backend: str = "torch"):
-    """A phrase encoder from a model spec or a ``TextEncoder`` (its transformer); any other object is taken
-    as a phrase encoder already (``encode(instances, batch_size=...)``)."""
+    """A phrase encoder from a model spec (the phrase vectors its folder names) or a ``TextEncoder`` (its
+    transformer, the default phrase vectors); any other object is taken as a phrase encoder already
+    (``encode(instances, batch_size=...)``)."""
     import os
 
     from contrastext.methods.uctopic.encoder import PhraseEncoder

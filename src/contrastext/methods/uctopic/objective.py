@@ -57,6 +57,11 @@ def phrase_rows(batch: dict[str, Any], skipped: SkippedRows) -> Iterator[tuple]:
             yield (anchor, bool(batch["anchor_mask"][i]), positive, bool(batch["positive_mask"][i]), key, topic)
 
 
+#: ``train.loss.params`` entry naming the phrase vectors to train (``UCTopicConfig.train_config`` sets it from
+#: ``phrase_vectors``; absent: what the start model's folder says)
+PHRASE_VECTORS_PARAM = "phrase_vectors"
+
+
 class PhraseObjective(Objective):
     def __init__(self, config: TrainConfig):
         from contrastext.methods.uctopic.loss import PhraseContrastiveLoss
@@ -67,7 +72,9 @@ class PhraseObjective(Objective):
             raise ValueError("objective 'phrase' trains with in-batch negatives: set train.loss.name to 'mnr' "
                              "(train.loss.params: temperature, symmetric, gather_across_workers, mlm_weight, "
                              "mlm_probability, mlm_head_lr)")
-        self.mlm, params = MLMSettings.split_loss_params(config.loss.params)
+        params = dict(config.loss.params)
+        self.vectors = params.pop(PHRASE_VECTORS_PARAM, None)  # set by the job from its phrase_vectors
+        self.mlm, params = MLMSettings.split_loss_params(params)
         self.loss_fn = PhraseContrastiveLoss(**params)
         self.encoder = None
         self._mlm_generator: torch.Generator | None = None
@@ -77,7 +84,7 @@ class PhraseObjective(Objective):
 
         enc = self.config.encoder
         self.encoder = PhraseEncoder.from_pretrained(model_spec, max_length=enc.max_length, device="cpu",
-                                                     allow_download=enc.allow_download)
+                                                     allow_download=enc.allow_download, vectors=self.vectors)
         self.encoder.train()
         freeze_unused_pooler(self.encoder.transformer)
         if not self.mlm.enabled:

@@ -148,7 +148,7 @@ def ccl_pseudo_labels(instances: Sequence[PhraseInstance], embeddings: np.ndarra
 
 
 def ccl_pairs(instances: Sequence[PhraseInstance], labels: PseudoLabels, *, pairs_per_instance: int = 1,
-              positives: str = "mention", mask_keep_probability: float | None = None,
+              positives: str, mask_keep_probability: float | None = None,
               seed: int = 0) -> list[dict]:
     """Positive pairs for CCL. Rows carry the mention's topic, so the loss draws its negatives from other
     topics only.
