@@ -25,7 +25,6 @@ PHRASE_CONFIG = "phrase_encoder.json"
 _CHARS_PER_TOKEN = 4
 
 Span = tuple[str, int, int]  # (sentence, start, end) in characters
-_POOLING = {"in_context": "span_mean", "in_context+alone": "span_mean+phrase_alone"}
 
 
 class PhraseEncoder(nn.Module):
@@ -34,9 +33,8 @@ class PhraseEncoder(nn.Module):
 
     Training (``forward`` on ``tokenize``'s features) builds the same vectors. With ``mask`` the span's tokens are
     replaced by the tokenizer's mask token and the phrase is not added, so the vector comes from the context
-    alone (UCTopic pretraining). The folder it
-    saves is the encoder's sentence-transformers folder plus ``phrase_encoder.json``, which names ``vectors``;
-    any encoder folder loads as a phrase encoder.
+    alone (UCTopic pretraining). The folder it saves is the encoder's sentence-transformers folder plus
+    ``phrase_encoder.json``, which names ``vectors``; any encoder folder loads as a phrase encoder.
     """
 
     def __init__(self, encoder: TextEncoder, vectors: PhraseVectors = DEFAULT_PHRASE_VECTORS):
@@ -225,7 +223,7 @@ class PhraseEncoder(nn.Module):
 
 def phrase_layout(vectors: PhraseVectors) -> dict[str, str]:
     """What ``phrase_encoder.json`` says: how a phrase's vector is made from the folder's encoder."""
-    return {"pooling": _POOLING[vectors], "vectors": vectors}
+    return {"vectors": vectors}
 
 
 def saved_phrase_vectors(folder: str | os.PathLike[str]) -> PhraseVectors:

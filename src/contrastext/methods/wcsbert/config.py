@@ -137,11 +137,10 @@ class PoolConfig(Settings):
 #: rounds train on a text's first 64 tokens (a lead's title and first sentence say its topic): half the
 #: compute of 128, which the pool's encoding keeps
 ROUND_MAX_LENGTH = 64
-#: the tokens of each text read to label, score and predict it, by the job and the class alike (MiniLM's
-#: positions): long texts gain from being read whole (20 Newsgroups: 0.706 delivered against 0.645 at 128 tokens;
-#: benchmarks/heads_tokens.py: no row of 10 label sets lower by more than 0.002); short ones read the same and
-#: pay nothing
-READ_MAX_LENGTH = 512
+#: the tokens of each text read to label, score and predict it, by the job and the class alike; long texts
+#: gain from more (20 Newsgroups: 0.706 delivered at 512 against 0.645, benchmarks/heads_tokens.py), short ones
+#: neither gain nor pay. Not 512 by default: a model with fewer positions (128 for small test models) would fail
+READ_MAX_LENGTH = 128
 
 
 def round_train() -> TrainConfig:
