@@ -9,7 +9,9 @@ The sets come from CoNLL-2003 (``../shared/data/ner/conll2003``): the test split
 job's defaults were first run on), the test and dev splits with MISC too, and slices of the train split's
 documents with other type subsets, so that a rule is not designed on one set. Each set is clustered with k =
 its number of types. Every rule's choice is read from the same epochs: ``start`` (no CCL), ``last`` and the
-label-free scores of ``contrastext.methods.uctopic.ccl``. Results go to ``runs/benchmarks/<name>.json``.
+label-free scores of ``contrastext.methods.uctopic.ccl``. The untrained encoder is also scored on the same
+entities with the span in context alone (``phrase_vectors: in_context``, the vectors before the phrase alone was
+added). Results go to ``runs/benchmarks/<name>.json``.
 """
 
 from __future__ import annotations
