@@ -179,8 +179,6 @@ def run_pretrain(config: UCTopicConfig) -> dict[str, Any]:
             before = entity_clustering(_load_encoder(config.model, config), config.evaluation, config)
     with timings.measure("train"):
         result = fit(pairs, config.train_config(), output, rows=rows, export_model_to=storage.join(run_dir, "model"))
-    if result.model_path:
-        _stamp_phrase_vectors(result.model_path, config)
     if config.evaluation.conll and result.model_path:
         with timings.measure("eval_after"), storage.local_copy(result.model_path) as folder:
             after = entity_clustering(_load_encoder(str(folder), config), config.evaluation, config)

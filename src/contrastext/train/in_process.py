@@ -77,8 +77,8 @@ class InProcessRun:
         filesystem, path = storage.resolve(self.run_dir)
         named = {checkpoint_step(c) for c in self._stored}
         for info in filesystem.get_file_info(pyarrow.fs.FileSelector(path, allow_not_found=True)):
-            if info.type == pyarrow.fs.FileType.Directory and checkpoint_step(info.base_name) >= 0 \
-                    and checkpoint_step(info.base_name) not in named:
+            step = checkpoint_step(info.base_name)
+            if info.type == pyarrow.fs.FileType.Directory and step >= 0 and step not in named:
                 filesystem.delete_dir(info.path)
 
     @property

@@ -27,6 +27,9 @@ TopicCount = int | Literal["auto"]
 #: the sentence does not, e.g. in a sports table; each part unit length, their sum renormalised)
 PhraseVectors = Literal["in_context", "in_context+alone"]
 DEFAULT_PHRASE_VECTORS: PhraseVectors = "in_context+alone"
+#: ``train.loss.params`` entry through which ``UCTopicConfig.train_config`` tells the phrase objective the
+#: vectors to train (absent: what the start model's folder says)
+PHRASE_VECTORS_PARAM = "phrase_vectors"
 
 
 class PretrainSettings(Settings):
@@ -211,5 +214,5 @@ class UCTopicConfig(Settings):
         phrase objective reads them from ``loss.params``)."""
         encoder = self.train.encoder.model_copy(update={"model": self.model, "max_length": self.max_length})
         loss = self.train.loss.model_copy(update={"params": {**self.train.loss.params,
-                                                             "phrase_vectors": self.phrase_vectors}})
+                                                             PHRASE_VECTORS_PARAM: self.phrase_vectors}})
         return self.train.model_copy(update={"encoder": encoder, "loss": loss})

@@ -57,13 +57,9 @@ def phrase_rows(batch: dict[str, Any], skipped: SkippedRows) -> Iterator[tuple]:
             yield (anchor, bool(batch["anchor_mask"][i]), positive, bool(batch["positive_mask"][i]), key, topic)
 
 
-#: ``train.loss.params`` entry naming the phrase vectors to train (``UCTopicConfig.train_config`` sets it from
-#: ``phrase_vectors``; absent: what the start model's folder says)
-PHRASE_VECTORS_PARAM = "phrase_vectors"
-
-
 class PhraseObjective(Objective):
     def __init__(self, config: TrainConfig):
+        from contrastext.methods.uctopic.config import PHRASE_VECTORS_PARAM
         from contrastext.methods.uctopic.loss import PhraseContrastiveLoss
         from contrastext.methods.uctopic.mlm import MLMSettings
 

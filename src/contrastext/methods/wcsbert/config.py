@@ -138,7 +138,7 @@ class PoolConfig(Settings):
 #: compute of 128, which the pool's encoding keeps
 ROUND_MAX_LENGTH = 64
 #: the tokens of each text read to label, score and predict it, by the job and the class alike; long texts
-#: gain from more (20 Newsgroups: 0.706 delivered at 512 against 0.645, benchmarks/heads_tokens.py), short ones
+#: gain from more (20 Newsgroups: 0.706 delivered at 512 against 0.645, benchmarks/zeroshot.py), short ones
 #: neither gain nor pay. Not 512 by default: a model with fewer positions (128 for small test models) would fail
 READ_MAX_LENGTH = 128
 
