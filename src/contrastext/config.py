@@ -57,7 +57,8 @@ class EncoderConfig(Settings):
     model: str = Field(DEFAULT_MODEL, description="bundled:minilm, a local folder, or an HF id in the local cache")
     pooling: Literal["mean", "cls", "max"] | None = Field(None, description="None: what the model folder says")
     normalize: bool | None = None
-    max_length: int = Field(128, gt=0)
+    max_length: int = Field(128, gt=0, description="tokens read of each text at most; a model with fewer "
+                            "positions reads what it can")
     allow_download: bool = Field(False, description="let the Hugging Face hub be contacted for a missing model")
     backend: BackendName = backend_field("what encode runs on; training always runs on torch")
 
@@ -75,7 +76,7 @@ class EncoderConfig(Settings):
         return TextEncoder.from_pretrained(self.model if model is None else model, pooling=self.pooling,
                                            normalize=self.normalize, max_length=max_length or self.max_length,
                                            device=device, allow_download=self.allow_download,
-                                           backend=backend or self.backend)
+                                           backend=backend or self.backend, fit_positions=True)
 
 
 class OptimizerConfig(Settings):

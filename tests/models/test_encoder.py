@@ -110,6 +110,37 @@ def test_max_length_truncates(tiny):
     np.testing.assert_allclose(a, b, atol=1e-5)
 
 
+def test_fit_positions_reads_what_a_shorter_model_can_and_nothing_else_changes(tiny_encoder_dir):
+    from contrastext.config import EncoderConfig
+    from contrastext.methods.training import load_text_encoder
+
+    long_text = "word " * 400  # 402 tokens: past the tiny model's 128 positions
+    as_asked = TextEncoder.from_pretrained(tiny_encoder_dir, max_length=512)
+    assert as_asked.max_length == 512
+    with pytest.raises((IndexError, RuntimeError)):
+        as_asked.encode([long_text])
+    fitted = TextEncoder.from_pretrained(tiny_encoder_dir, max_length=512, fit_positions=True)
+    assert fitted.max_length == 128
+    np.testing.assert_allclose(fitted.encode([long_text]), as_asked.encode([long_text], max_length=128), atol=1e-5)
+    # the job's settings and the methods' loader read up to what the model can; a shorter ask is kept
+    assert EncoderConfig(model=str(tiny_encoder_dir), max_length=512).load().max_length == 128
+    assert EncoderConfig(model=str(tiny_encoder_dir), max_length=100).load().max_length == 100
+    assert load_text_encoder(str(tiny_encoder_dir), 512).max_length == 128
+
+
+def test_model_token_limit_takes_the_tokenizer_limit_where_it_is_lower(tiny):
+    from types import SimpleNamespace
+
+    from contrastext.models.encoder import model_token_limit
+
+    roberta_like = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=514))
+    assert model_token_limit(roberta_like, SimpleNamespace(model_max_length=512)) == 512
+    # tokenizers without a limit say so with a huge number
+    assert model_token_limit(roberta_like, SimpleNamespace(model_max_length=int(1e30))) == 514
+    assert model_token_limit(SimpleNamespace(config=SimpleNamespace()), SimpleNamespace()) is None
+    assert model_token_limit(tiny.transformer, tiny.tokenizer) == 128
+
+
 def test_normalize_gives_unit_vectors(tiny_encoder_dir):
     encoder = TextEncoder.from_pretrained(tiny_encoder_dir, normalize=True)
     np.testing.assert_allclose(np.linalg.norm(encoder.encode(TEXTS), axis=1), 1.0, atol=1e-5)

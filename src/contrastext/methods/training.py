@@ -47,7 +47,7 @@ def load_text_encoder(encoder: Any, max_length: int | None = None):
     from contrastext.models import TextEncoder
 
     if isinstance(encoder, (str, os.PathLike)):
-        return TextEncoder.from_pretrained(encoder, max_length=max_length)
+        return TextEncoder.from_pretrained(encoder, max_length=max_length, fit_positions=True)
     return encoder
 
 

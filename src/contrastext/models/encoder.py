@@ -26,6 +26,15 @@ _SORT_WINDOW_BATCHES = 64
 MAX_BATCH_TOKENS = 128 * 128
 
 
+def model_token_limit(transformer: nn.Module, tokenizer) -> int | None:
+    """The most tokens a text can have in ``transformer``: its position table, and the tokenizer's own limit
+    where that is lower (RoBERTa-style models keep 2 of their 514 positions for padding); None when unbounded."""
+    positions = getattr(transformer.config, "max_position_embeddings", None)
+    tokenizer_limit = getattr(tokenizer, "model_max_length", None)
+    limits = [n for n in (positions, tokenizer_limit) if isinstance(n, int) and 0 < n < 1_000_000]
+    return min(limits) if limits else None
+
+
 def pick_device(device: str | torch.device | None = None) -> torch.device:
     if device is not None:
         return torch.device(device)
@@ -105,11 +114,13 @@ class TextEncoder(nn.Module):
     def from_pretrained(cls, spec: str | os.PathLike[str] = DEFAULT_MODEL, *, pooling: Pooling | None = None,
                         normalize: bool | None = None, max_length: int | None = None,
                         device: str | torch.device | None = None, allow_download: bool = False,
-                        backend: str = "torch") -> "TextEncoder":
+                        backend: str = "torch", fit_positions: bool = False) -> "TextEncoder":
         """Load a sentence-transformers folder, a plain HF model, or a bundled model (see ``resolve_model_path``).
 
         Arguments left as None take what the folder says (plain HF models: mean pooling, no normalisation).
         ``backend``: what ``encode`` runs on (``models.onnx_backend``): torch, onnx, onnx-int8 or auto.
+        ``fit_positions``: read at most what the model can (``model_token_limit``) when ``max_length`` asks for
+        more, so "read up to 512 tokens" holds for every model; without it a longer text fails in the forward pass.
         """
         from transformers import AutoModel, AutoTokenizer
 
@@ -118,7 +129,8 @@ class TextEncoder(nn.Module):
         if storage.is_uri(spec) and not str(spec).startswith("file://"):  # a folder an earlier stage saved remotely
             with storage.local_copy(spec) as folder:
                 return cls.from_pretrained(folder, pooling=pooling, normalize=normalize, max_length=max_length,
-                                           device=device, allow_download=allow_download, backend=backend)
+                                           device=device, allow_download=allow_download, backend=backend,
+                                           fit_positions=fit_positions)
         if str(spec).startswith("file://"):
             spec = storage.resolve(spec)[1]
         model_dir = resolve_model_path(spec, allow_download=allow_download)
@@ -126,6 +138,9 @@ class TextEncoder(nn.Module):
         tokenizer = AutoTokenizer.from_pretrained(str(layout.transformer_dir))
         transformer = AutoModel.from_pretrained(str(layout.transformer_dir))
         model_max = getattr(transformer.config, "max_position_embeddings", None) or DEFAULT_MAX_LENGTH
+        limit = model_token_limit(transformer, tokenizer)
+        if fit_positions and max_length and limit and max_length > limit:
+            max_length = limit
         encoder = cls(
             transformer, tokenizer,
             pooling=pooling or layout.pooling,

@@ -87,6 +87,7 @@ class ModelRunner:
         import torch
 
         from contrastext.models import TextEncoder, cpu_has_native_bf16, resolve_model_path
+        from contrastext.models.encoder import model_token_limit
 
         self.name = name
         self.config = config
@@ -108,10 +109,10 @@ class ModelRunner:
                                                                and cpu_has_native_bf16())):
             # bf16 weights, not autocast: autocast would cast every weight again on every forward pass
             self.encoder.transformer.to(torch.bfloat16)
-        positions = getattr(self.encoder.transformer.config, "max_position_embeddings", None)
-        if positions and self.encoder.max_length > positions:
+        limit = model_token_limit(self.encoder.transformer, self.encoder.tokenizer)
+        if limit and self.encoder.max_length > limit:
             log.warning("model %s: max_length %d exceeds the model's %d positions; long texts will fail",
-                        name, self.encoder.max_length, positions)
+                        name, self.encoder.max_length, limit)
         self.classifier = ZeroShotClassifier(self.encoder, template=zeroshot.template, model_key=self.path,
                                              cache_size=zeroshot.label_cache_size,
                                              batch_size=config.encode_batch_size)

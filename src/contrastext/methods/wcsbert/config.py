@@ -137,10 +137,10 @@ class PoolConfig(Settings):
 #: rounds train on a text's first 64 tokens (a lead's title and first sentence say its topic): half the
 #: compute of 128, which the pool's encoding keeps
 ROUND_MAX_LENGTH = 64
-#: the tokens of each text read to label, score and predict it, by the job and the class alike; long texts
-#: gain from more (20 Newsgroups: 0.706 delivered at 512 against 0.645, benchmarks/zeroshot.py), short ones
-#: neither gain nor pay. Not 512 by default: a model with fewer positions (128 for small test models) would fail
-READ_MAX_LENGTH = 128
+#: the tokens of each text read to label, score and predict it, by the job and the class alike, or fewer where the
+#: model has fewer positions: long texts gain from them (20 Newsgroups: 0.706 delivered at 512 against 0.645 at
+#: 128, benchmarks/zeroshot.py), and a batch pads only to its longest text, so short ones neither gain nor pay
+READ_MAX_LENGTH = 512
 
 
 def round_train() -> TrainConfig:
