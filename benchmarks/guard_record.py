@@ -294,7 +294,7 @@ def run_set(name: str, spec: LabelSetSpec, args: argparse.Namespace) -> dict:
     pool_gold = np.bincount([index[label] for label in pool.labels], minlength=len(names)) / len(pool)
     return {"set": name, "seed": args.seed, "labels": names, "pool": len(trained), "held_out": len(held_out),
             "eval": len(evaluation), "pool_shares": pool_gold.round(4).tolist(), "template": spec.template,
-            "aliases": bool(spec.aliases), "selection": spec.selection or {}, "read_tokens": method.max_length,
+            "aliases": bool(spec.aliases), "selection": spec.selection or {}, "read_tokens": encoder_0.max_length,
             "candidates": {str(r): c for r, c in candidates.items()}, "rounds": rounds,
             "seconds": round(time.perf_counter() - started, 1)}
 
@@ -479,7 +479,8 @@ def render_page(summary: dict) -> str:
 
 def render_overview(summaries: list[dict]) -> str:
     """One table over the blend-era draws: per set and draw, untrained → delivered → oracle and the seconds the
-    run took; then the shipped rule's loss per draw and over them all."""
+    run took; then the shipped rule's loss per draw and over them all (sets with the shipped selection only, as
+    in the rule table; from the summaries' accuracies, rounded to 4 places)."""
     def where(row: dict) -> str:
         return f"r{row['round']} {row['head']}"
 

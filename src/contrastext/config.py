@@ -67,7 +67,8 @@ class EncoderConfig(Settings):
         """The ``TextEncoder`` these settings describe (torch is imported only here).
 
         ``model``: another model to load with the same settings (a trained folder, a URI) instead of
-        ``self.model``; ``max_length``: another token limit (e.g. for encoding rather than training);
+        ``self.model``; ``max_length``: another token limit (e.g. for encoding rather than training); either
+        is lowered to what the model has positions for;
         ``device``: None picks the GPU when there is one; ``backend``: another backend than ``self.backend``
         (a model about to be trained takes torch).
         """

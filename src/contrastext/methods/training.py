@@ -43,7 +43,8 @@ def encoder_spec(encoder: Any, folder: Path) -> str:
 
 
 def load_text_encoder(encoder: Any, max_length: int | None = None):
-    """A ``TextEncoder``: the object itself, or loaded from a spec (``bundled:minilm``, a folder, an HF id)."""
+    """A ``TextEncoder``: the object itself, or loaded from a spec (``bundled:minilm``, a folder, an HF id) reading up
+    to ``max_length`` tokens, or fewer where the model has fewer positions."""
     from contrastext.models import TextEncoder
 
     if isinstance(encoder, (str, os.PathLike)):

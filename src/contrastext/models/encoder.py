@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
 from contextlib import nullcontext
@@ -16,6 +17,8 @@ from torch import nn
 from contrastext.console import progress_bar
 from contrastext.models.resolve import DEFAULT_MODEL, resolve_model_path
 from contrastext.models.st_format import Pooling, read_layout, write_layout
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_LENGTH = 256
 # Texts are tokenised and length-sorted in windows of this many batches, so memory stays bounded
@@ -140,6 +143,7 @@ class TextEncoder(nn.Module):
         model_max = getattr(transformer.config, "max_position_embeddings", None) or DEFAULT_MAX_LENGTH
         limit = model_token_limit(transformer, tokenizer)
         if fit_positions and max_length and limit and max_length > limit:
+            log.info("%s reads at most %d tokens: max_length %d lowered to it", spec, limit, max_length)
             max_length = limit
         encoder = cls(
             transformer, tokenizer,

@@ -111,7 +111,7 @@ class ModelRunner:
             self.encoder.transformer.to(torch.bfloat16)
         limit = model_token_limit(self.encoder.transformer, self.encoder.tokenizer)
         if limit and self.encoder.max_length > limit:
-            log.warning("model %s: max_length %d exceeds the model's %d positions; long texts will fail",
+            log.warning("model %s: max_length %d exceeds the model's limit of %d tokens; long texts will fail",
                         name, self.encoder.max_length, limit)
         self.classifier = ZeroShotClassifier(self.encoder, template=zeroshot.template, model_key=self.path,
                                              cache_size=zeroshot.label_cache_size,

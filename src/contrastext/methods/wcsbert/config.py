@@ -139,7 +139,8 @@ class PoolConfig(Settings):
 ROUND_MAX_LENGTH = 64
 #: the tokens of each text read to label, score and predict it, by the job and the class alike, or fewer where the
 #: model has fewer positions: long texts gain from them (20 Newsgroups: 0.706 delivered at 512 against 0.645 at
-#: 128, benchmarks/zeroshot.py), and a batch pads only to its longest text, so short ones neither gain nor pay
+#: 128, benchmarks/zeroshot.py), and a batch pads only to its longest text, so short ones neither gain nor pay.
+#: The job's pool is cut first, at ``pool.max_words`` (200 words, about 260 tokens)
 READ_MAX_LENGTH = 512
 
 

@@ -39,7 +39,8 @@ def round_settings(config: WCSBertConfig, start_model: str, start_made_with: str
     rounds = {k: v for k, v in config.rounds.model_dump(mode="json").items() if k not in _NOT_PART_OF_A_ROUND}
     rounds["text_positives"] = config.text_positives().model_dump(mode="json")
     return {"rounds": rounds, "labels": config.labels.model_dump(mode="json"), "from": start_model,
-            "from_made_with": start_made_with, "pool": config.pool.model_dump(mode="json")}
+            "from_made_with": start_made_with, "pool": config.pool.model_dump(mode="json"),
+            "read_max_length": config.encoder.max_length}  # the tokens read to score the pool label it
 
 
 def self_train(run: JobRun, model_0: str, made_with: str | None) -> tuple[RoundsOutcome, Any]:
