@@ -31,6 +31,11 @@ def test_the_overview_is_the_blend_era_summaries_rendered():
     assert f"| all | {rows} |" in page
 
 
+def test_the_readme_table_is_the_current_draw_rendered():
+    summary = json.loads(guard_record.summary_path(guard_record.README_SEED).read_text(encoding="utf-8"))
+    assert guard_record.render_readme_table(summary) in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
 def test_the_shipped_rule_is_the_guards_margins_and_the_blend():
     assert guard_record.SHIPPED.endswith(f"+{PROTOTYPE_MARGIN} else prompts (round 0) / blend (trained)")
     assert guard_record.MARGINS.endswith(f"+{PROTOTYPE_MARGIN} (round 0) / +{TRAINED_PROTOTYPE_MARGIN} (trained)")
