@@ -2,7 +2,8 @@
 accuracy, and each label-free signal a rule could choose by; then each rule's loss against the oracle.
 
     python benchmarks/guard_record.py [--sets agnews 20ng ...] [--pool-rows 2000] [--eval-rows 1000]
-                                      [--rounds 2] [--out runs/guard_record] [--rules-only] [--verbose]
+                                      [--rounds 2] [--read-tokens 512] [--out runs/guard_record] [--rules-only]
+                                      [--verbose]
     python benchmarks/guard_record.py --overview   # the blend-era draws in one table, from their summaries
 
 A set's run is the job's ``WCSBert`` (``method_of``: prototype teacher, same-label text pairs, the shipped
@@ -265,6 +266,8 @@ def run_set(name: str, spec: LabelSetSpec, args: argparse.Namespace) -> dict:
     if args.seed:  # another draw trains with another seed too (0 keeps the record's own training seed, 42)
         overrides.append(f"rounds.train.seed={42 + args.seed}")
     overrides += [f"rounds.selection.{key}={value}" for key, value in (spec.selection or {}).items()]
+    if args.read_tokens:
+        overrides.append(f"encoder.max_length={args.read_tokens}")
     config = load_config(WCSBertConfig, None, overrides)
     config = config.model_copy(update={"labels": config.labels.model_copy(
         update={"names": names, "aliases": {k: v for k, v in spec.aliases.items() if k in names}})})
@@ -410,7 +413,8 @@ EARLIER = "guard (trained) round, prototypes if +0.05"
 BEFORE = "guard (trained), prompts"
 SUMMARY = REPO_ROOT / "benchmarks" / "results" / "guard_record.json"
 PAGE = REPO_ROOT / "docs" / "generated" / "guard_record.md"
-#: the draws made with the blend head, which a self-trained model is delivered with (seed 7: 512 tokens read)
+#: the draws made with the blend head, which a self-trained model is delivered with (seed 7: 512 tokens read,
+#: --read-tokens 512)
 BLEND_SEEDS = (4, 5, 6, 7)
 OVERVIEW = REPO_ROOT / "docs" / "generated" / "guard_record_overview.md"
 
@@ -548,6 +552,8 @@ def main() -> None:
     parser.add_argument("--eval-rows", type=int, default=1000)
     parser.add_argument("--holdout", type=float, default=0.2, help="share of the pool never trained on")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--read-tokens", type=int, default=None,
+                        help="tokens read of each text (encoder.max_length; default: the job's, 128)")
     parser.add_argument("--seed", type=int, default=0,
                         help="another draw of every pool, evaluation sample and training seed (0: the record's own)")
     parser.add_argument("--out", type=Path, default=None,

@@ -19,9 +19,10 @@ def test_how_many_rounds_run_and_when_to_stop_do_not_change_a_finished_round():
     assert sorted(setting_differences(round_settings(config, "m0"), round_settings(other, "m0"))) == [
         "rounds.init", "rounds.reencode"]
     assert setting_differences(round_settings(config, "m0"), round_settings(config, "round_1/model")) == ["from"]
-    # the tokens read to score the pool label it: a round made reading fewer runs again
-    shorter = config.model_copy(update={"encoder": config.encoder.model_copy(update={"max_length": 128})})
-    assert setting_differences(round_settings(config, "m0"), round_settings(shorter, "m0")) == ["read_max_length"]
+    # the tokens read to score the pool label it: a round made reading another number runs again
+    longer_texts = config.model_copy(update={"encoder": config.encoder.model_copy(update={"max_length": 512})})
+    assert setting_differences(round_settings(config, "m0"), round_settings(longer_texts, "m0")) == [
+        "read_max_length"]
 
 
 def test_the_job_pseudo_labels_and_trains_its_rounds_through_the_wcsbert_class():

@@ -154,7 +154,7 @@ class ClassifiersSettings(Settings):
         True, description="each round trains in the training's own actor, which reserves cpus_per_worker "
                           "(train.in_process: ~8 s less per round); false: a Ray Train worker group per round")
     max_length: int = Field(64, gt=0, description="tokens per text while training (the job's round default); texts "
-                                                  "are read to label and classify them at up to 512, as the job does")
+                                                  "are read to label and classify them at 128, as the job does")
     batch_size: int = Field(32, ge=2, description="pairs per training step (the job's round default)")
     lr: float = Field(2e-5, gt=0, description="peak learning rate of a round (the job's round default)")
     models_per_replica: int = Field(4, ge=1, description="trained classifiers a serving replica keeps (LRU)")

@@ -230,7 +230,7 @@ def test_the_class_and_the_job_share_one_settings_object_and_its_defaults():
         job.rounds.model_dump(exclude={"text_positives", "train"})
     assert isinstance(WCSBert().teacher, PrototypeTeacher) and isinstance(from_job.teacher, PrototypeTeacher)
     # each text is read at the job's length by both (a round trains on fewer tokens)
-    assert WCSBert().max_length == from_job.max_length == job.encoder.max_length == 512
+    assert WCSBert().max_length == from_job.max_length == job.encoder.max_length == 128
     assert from_job.train.encoder.max_length == job.rounds.train.encoder.max_length == 64
     # a keyword is one field of the settings; the whole block works the same
     assert isinstance(WCSBert(pseudo_labels="prompts").teacher, PromptTeacher)
