@@ -140,7 +140,6 @@ class TextEncoder(nn.Module):
         layout = read_layout(model_dir)
         tokenizer = AutoTokenizer.from_pretrained(str(layout.transformer_dir))
         transformer = AutoModel.from_pretrained(str(layout.transformer_dir))
-        model_max = getattr(transformer.config, "max_position_embeddings", None) or DEFAULT_MAX_LENGTH
         limit = model_token_limit(transformer, tokenizer)
         if fit_positions and max_length and limit and max_length > limit:
             log.info("%s reads at most %d tokens: max_length %d lowered to it", spec, limit, max_length)
@@ -149,7 +148,7 @@ class TextEncoder(nn.Module):
             transformer, tokenizer,
             pooling=pooling or layout.pooling,
             normalize=layout.normalize if normalize is None else normalize,
-            max_length=max_length or layout.max_seq_length or min(DEFAULT_MAX_LENGTH, model_max),
+            max_length=max_length or layout.max_seq_length or min(DEFAULT_MAX_LENGTH, limit or DEFAULT_MAX_LENGTH),
             do_lower_case=layout.do_lower_case,
         )
         encoder._source_dir = Path(layout.transformer_dir)
