@@ -312,27 +312,30 @@ def _value(candidate: dict, head: str, part: str, signal: str) -> float:
     return entry[signal]
 
 
-def sequential(record: dict, heads: list[str], part: str, signal: str) -> tuple[int, str]:
-    """The job's way: round by round, keep a candidate while the signal rises, stop at the first fall."""
+def sequential(record: dict, heads: list[str], part: str, signal: str, margin: float = 0.0) -> tuple[int, str]:
+    """The job's way: round by round, keep a candidate while the signal rises (by more than ``margin``), stop at
+    the first round that does not raise it."""
     candidates = record["candidates"]
     best = max(((0, head) for head in heads), key=lambda c: _value(candidates["0"], c[1], part, signal))
     best_value = _value(candidates["0"], best[1], part, signal)
     for r in range(1, len(candidates)):
         round_best = max(heads, key=lambda head: _value(candidates[str(r)], head, part, signal))
         value = _value(candidates[str(r)], round_best, part, signal)
-        if value <= best_value:
+        if value <= best_value + margin:
             break
         best, best_value = (r, round_best), value
     return best
 
 
 def round_then_head(record: dict, part: str, margin: float | None,
-                    trained_margin: float | str | None = None, fallback: str = "prompts") -> tuple[int, str]:
-    """The round by the prompt head's guard (as the job chose it before heads), then the prototype head only
-    where its guard beats the prompts' by more than ``margin`` on that model (``trained_margin``, where given,
-    on a trained round's; None: only on the round-0 model). ``trained_margin="blend"``: a trained round's
-    blend, and the round-0 model's ``fallback`` where its prototypes do not lead by ``margin``."""
-    r, _ = sequential(record, ["prompts"], part, "guard")
+                    trained_margin: float | str | None = None, fallback: str = "prompts",
+                    round_margin: float = 0.0) -> tuple[int, str]:
+    """The round by the prompt head's guard (as the job chose it before heads; a round kept only where it raises
+    the guard by more than ``round_margin``), then the prototype head only where its guard beats the prompts'
+    by more than ``margin`` on that model (``trained_margin``, where given, on a trained round's; None: only on
+    the round-0 model). ``trained_margin="blend"``: a trained round's blend, and the round-0 model's
+    ``fallback`` where its prototypes do not lead by ``margin``."""
+    r, _ = sequential(record, ["prompts"], part, "guard", round_margin)
     candidate = record["candidates"][str(r)]
     if margin is None:
         return r, "prototypes" if r == 0 else "prompts"
@@ -362,6 +365,10 @@ for _part in ("trained", "held_out"):
         lambda rec, p=_part: round_then_head(rec, p, 0.05, "blend", "blend"))
     RULES[f"guard ({_part}) round, prototypes if +0.05 else prompts (round 0) / blend (trained)"] = (
         lambda rec, p=_part: round_then_head(rec, p, 0.05, "blend", "prompts"))
+    # a round kept only where it raises the guard by a margin: written down before the eighth draw was read
+    for _round_margin in (0.005, 0.01):
+        RULES[f"guard ({_part}) round by +{_round_margin}, prototypes if +0.05 else prompts (round 0) / blend "
+              "(trained)"] = lambda rec, p=_part, m=_round_margin: round_then_head(rec, p, 0.05, "blend", "prompts", m)
     for _signal in ("guard", "kappa0", "kappa_own", "own*anchored", "guard*agreement"):
         RULES[f"{_signal} ({_part}), prompts"] = (
             lambda rec, p=_part, s=_signal: sequential(rec, ["prompts"], p, s))

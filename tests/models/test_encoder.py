@@ -128,6 +128,21 @@ def test_fit_positions_reads_what_a_shorter_model_can_and_nothing_else_changes(t
     assert load_text_encoder(str(tiny_encoder_dir), 512).max_length == 128
 
 
+def test_an_encoder_object_reads_the_length_asked_through_a_view_that_shares_its_weights(tiny):
+    from contrastext.methods.training import load_text_encoder
+
+    long_text = "word " * 400
+    assert tiny.max_length == 64
+    view = load_text_encoder(tiny, 16)
+    assert view is not tiny and view.max_length == 16 and tiny.max_length == 64  # the caller's object is kept
+    assert view.transformer is tiny.transformer and view.tokenizer is tiny.tokenizer
+    np.testing.assert_allclose(view.encode([long_text]), tiny.encode([long_text], max_length=16), atol=1e-6)
+    assert not np.allclose(view.encode([long_text]), tiny.encode([long_text]), atol=1e-3)
+    # past the model's 128 positions it reads 128; the length it reads already, or none asked: the object itself
+    assert load_text_encoder(tiny, 512).max_length == 128
+    assert load_text_encoder(tiny, 64) is tiny and load_text_encoder(tiny, None) is tiny
+
+
 def test_model_token_limit_takes_the_tokenizer_limit_where_it_is_lower(tiny):
     from types import SimpleNamespace
 

@@ -180,7 +180,7 @@ def test_other_configuration_on_existing_shards_is_refused(ray_session, tiny_enc
     run_encode_corpus(_encode_config(tmp_path / "pages", tmp_path, tiny_encoder_dir, rows_per_shard=25))
     other = _encode_config(tmp_path / "pages", tmp_path, tiny_encoder_dir, rows_per_shard=25).model_copy(
         update={"max_words": 7})
-    with pytest.raises(ValueError, match="another model, word limit or plan"):
+    with pytest.raises(ValueError, match="another model, read length, word limit or plan"):
         run_encode_corpus(other)
     summary = run_encode_corpus(other.model_copy(update={"overwrite": True}))
     assert summary["shards_written"] == 2 and H5Corpus(tmp_path / "emb").attributes["max_words"] == 7

@@ -43,12 +43,15 @@ def encoder_spec(encoder: Any, folder: Path) -> str:
 
 
 def load_text_encoder(encoder: Any, max_length: int | None = None):
-    """A ``TextEncoder``: the object itself, or loaded from a spec (``bundled:minilm``, a folder, an HF id) reading up
-    to ``max_length`` tokens, or fewer where the model has fewer positions."""
+    """A ``TextEncoder`` reading up to ``max_length`` tokens, or fewer where the model has fewer positions: loaded
+    from a spec (``bundled:minilm``, a folder, an HF id), or the object given (when it reads another length, a view
+    of it that shares its weights; without ``max_length``, the object as it is)."""
     from contrastext.models import TextEncoder
 
     if isinstance(encoder, (str, os.PathLike)):
         return TextEncoder.from_pretrained(encoder, max_length=max_length, fit_positions=True)
+    if max_length and hasattr(encoder, "with_max_length"):
+        return encoder.with_max_length(max_length)
     return encoder
 
 

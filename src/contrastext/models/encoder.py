@@ -157,6 +157,23 @@ class TextEncoder(nn.Module):
 
     load = from_pretrained
 
+    def with_max_length(self, max_length: int) -> "TextEncoder":
+        """This encoder reading up to ``max_length`` tokens of each text, or what the model can where that is
+        fewer (``model_token_limit``): itself when that is what it reads already, else a new encoder sharing its
+        weights and tokenizer (the caller's object keeps its own length)."""
+        limit = model_token_limit(self.transformer, self.tokenizer)
+        if limit and max_length > limit:
+            log.info("the encoder reads at most %d tokens: max_length %d lowered to it", limit, max_length)
+            max_length = limit
+        if max_length == self.max_length:
+            return self
+        view = type(self)(self.transformer, self.tokenizer, pooling=self.pooling, normalize=self.normalize,
+                          max_length=max_length, do_lower_case=self.do_lower_case, bf16_on_gpu=self.bf16_on_gpu,
+                          pad_to_multiple_of=self.pad_to_multiple_of)
+        view._source_dir = self._source_dir
+        view.train(self.training)
+        return view.set_backend(self.backend_requested)
+
     @classmethod
     def from_config(cls, config, tokenizer_spec: str | os.PathLike[str] = DEFAULT_MODEL, *, seed: int = 0,
                     **kwargs) -> "TextEncoder":

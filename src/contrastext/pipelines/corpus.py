@@ -370,7 +370,7 @@ def run_encode_corpus(config: EncodeCorpusConfig, *, table: bool = True) -> dict
     status, found = _inspect_shards(run_dir, specs, attributes, previous)
     mismatched = [s.file_name for s in specs if status[s.shard] == "mismatch"]
     if mismatched and not config.overwrite:
-        raise ValueError(f"{run_dir} holds shards written with another model, word limit or plan "
+        raise ValueError(f"{run_dir} holds shards written with another model, read length, word limit or plan "
                          f"({', '.join(mismatched[:3])}…): use another output.name or set overwrite=true")
     pending = [s for s in specs if status[s.shard] != "complete"]
     for s in pending:

@@ -158,6 +158,21 @@ def test_the_teacher_given_chooses_the_pseudo_labels(ray_session, tiny_encoder_d
     assert label_set.labels == tuple(labels) and np.array_equal(vectors, model.head.vectors)
 
 
+def test_an_encoder_object_is_read_at_the_models_length(tiny_encoder_dir):
+    """max_length governs the given encoder object as it governs a spec, so the untrained model (the round-0
+    teacher and guard) reads what the trained rounds read; the caller's object keeps its own length."""
+    from conftest import NEWS_DOCUMENTS
+
+    from contrastext.models import TextEncoder
+
+    given = TextEncoder.from_pretrained(tiny_encoder_dir)
+    texts, labels = NEWS_DOCUMENTS * 2, ["Football", "Finance", "Phones"]
+    untrained = WCSBert(given, rounds=0, heads=["prompts"], max_length=8).fit(texts, labels)
+    assert untrained.encoder_.max_length == 8 and given.max_length == 64
+    as_spec = WCSBert(str(tiny_encoder_dir), rounds=0, heads=["prompts"], max_length=8).fit(texts, labels)
+    np.testing.assert_allclose(untrained.scores(texts), as_spec.scores(texts), atol=1e-5)
+
+
 def test_wrong_use_is_refused():
     with pytest.raises(ValueError, match="rounds"):
         WCSBert(rounds=-1)

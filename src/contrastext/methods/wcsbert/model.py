@@ -64,7 +64,7 @@ class WCSBert:
     embeddings, in scoring and predicting alike, and the training pairs' positives are the first template's
     prompts (``methods.wcsbert.pseudo_pairs``). ``max_length``: tokens read of each text to label, score and
     predict it (default 128, the job's ``encoder.max_length``; 512 for long texts; fewer where the model has fewer
-    positions; a round trains on ``train.encoder.max_length``).
+    positions; a round trains on ``train.encoder.max_length``), an encoder object given included.
     ``predict_proba`` is a softmax of the label scores (cosines) over ``temperature``.
 
     ``guard`` (on by default, as in the job): the label-free check of ``methods.wcsbert.guard`` over a seeded
