@@ -15,7 +15,7 @@ from contrastext.methods.wcsbert.guard import PROTOTYPE_MARGIN, TRAINED_PROTOTYP
 
 def test_each_page_is_its_summary_rendered():
     # seed 0: the record the rules were chosen on; seeds 1 to 3: other draws and sets, which test them; seeds 4
-    # to 7: made with the blend head (seed 7 reading 512 tokens of each text)
+    # to 8: made with the blend head (seed 7 reading 512 tokens of each text)
     for seed in (0, 1, 2, 3, *guard_record.BLEND_SEEDS):
         summary = json.loads(guard_record.summary_path(seed).read_text(encoding="utf-8"))
         assert summary.get("seed", 0) == seed
@@ -90,3 +90,11 @@ def test_a_record_delivers_what_the_rule_chooses():
     record["candidates"]["0"]["blend"] = blend_0
     assert guard_record.RULES[guard_record.SHIPPED](record) == (0, "prompts")
     assert guard_record.RULES[guard_record.SHIPPED.replace("else prompts", "else blend")](record) == (0, "blend")
+    # a round is kept where it raises the guard, and with a margin only where it raises it by more than that
+    record["candidates"]["1"]["prompts"]["trained"]["guard"] = 0.404  # round 0's prompts: 0.4
+    record["candidates"]["2"]["prompts"]["trained"]["guard"] = 0.3
+    margin = guard_record.SHIPPED.replace("round, ", "round by +0.005, ")
+    assert guard_record.RULES[guard_record.SHIPPED](record) == (1, "blend")
+    assert guard_record.RULES[margin](record) == (0, "prompts")
+    record["candidates"]["1"]["prompts"]["trained"]["guard"] = 0.406
+    assert guard_record.RULES[margin](record) == (1, "blend")

@@ -167,9 +167,12 @@ def test_an_encoder_object_is_read_at_the_models_length(tiny_encoder_dir):
 
     given = TextEncoder.from_pretrained(tiny_encoder_dir)
     texts, labels = NEWS_DOCUMENTS * 2, ["Football", "Finance", "Phones"]
-    untrained = WCSBert(given, rounds=0, heads=["prompts"], max_length=8).fit(texts, labels)
+    # with two heads the guard scores the untrained model, and chooses its head, at the length asked
+    untrained = WCSBert(given, rounds=0, heads=["prompts", "prototypes"], max_length=8).fit(texts, labels)
     assert untrained.encoder_.max_length == 8 and given.max_length == 64
-    as_spec = WCSBert(str(tiny_encoder_dir), rounds=0, heads=["prompts"], max_length=8).fit(texts, labels)
+    as_spec = WCSBert(str(tiny_encoder_dir), rounds=0, heads=["prompts", "prototypes"], max_length=8).fit(
+        texts, labels)
+    assert untrained.guard_round_0_ == as_spec.guard_round_0_ and untrained.chosen_head_ == as_spec.chosen_head_
     np.testing.assert_allclose(untrained.scores(texts), as_spec.scores(texts), atol=1e-5)
 
 
