@@ -565,7 +565,8 @@ def main() -> None:
                         help="another draw of every pool, evaluation sample and training seed (0: the record's own)")
     parser.add_argument("--out", type=Path, default=None,
                         help="where each set's record.json is kept (default benchmarks/results/guard_records/seedN, "
-                             "committed, so that --rules-only replays new rules without training)")
+                             "committed, so that --rules-only replays new rules without training; another folder "
+                             "is a side run, whose summary.json is written there, the draw's own left alone)")
     parser.add_argument("--rules-only", action="store_true", help="compare rules on the records already made")
     parser.add_argument("--verbose", action="store_true", help="print Ray's own logs too")
     parser.add_argument("--overview", action="store_true",
@@ -577,6 +578,8 @@ def main() -> None:
     from contrastext.console import configure_console
 
     configure_console(verbose=args.verbose)  # a line per set and round; Ray's logs go to its log folder
+    # a draw's committed summary and page are written only from its own folder: another --out is a side run
+    own_folder = args.out is None
     if args.out is None:
         args.out = REPO_ROOT / "benchmarks" / "results" / "guard_records" / f"seed{args.seed}"
     records = []
@@ -596,8 +599,14 @@ def main() -> None:
     results, rows = rule_table(records, noise)
     print(format_table(rows, ["rule", "mean loss (points)", "worst loss", f"below untrained − {noise:.3f}",
                               "decisions"]))
-    write_result("guard_record" if args.seed == 0 else f"guard_record_seed{args.seed}", {"seed": args.seed, "sets": [r["set"] for r in records], "noise": noise, "rules": results,
-                                  "records": records})
+    if not own_folder:
+        (args.out / "summary.json").write_text(json.dumps({"seed": args.seed, "sets": [set_summary(r) for r in records],
+                                                           "noise": noise, "rules": results}, indent=1) + "\n")
+        print(f"{args.out / 'summary.json'} written")
+        return
+    write_result("guard_record" if args.seed == 0 else f"guard_record_seed{args.seed}",
+                 {"seed": args.seed, "sets": [r["set"] for r in records], "noise": noise, "rules": results,
+                  "records": records})
     # records made before the blend head cannot show it: the rule then shipped is the one they mark
     with_blend = any("blend" in candidate for record in records for candidate in record["candidates"].values())
     summary = {"seed": args.seed, "shipped": SHIPPED if with_blend else MARGINS, "noise": noise,

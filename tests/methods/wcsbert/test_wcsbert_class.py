@@ -263,3 +263,25 @@ def test_the_class_and_the_job_share_one_settings_object_and_its_defaults():
         WCSBert(round=3)
     with pytest.raises(ValueError, match="rounds"):
         WCSBert(rounds=-1)
+
+
+def test_auto_reads_128_tokens_of_short_texts_and_512_of_long_ones():
+    """``max_length="auto"``: the median text of the pool decides, with no label read; the model's limit holds."""
+    from conftest import NEWS_DOCUMENTS
+
+    from contrastext.methods.wcsbert.read_length import median_tokens
+    from contrastext.models import TextEncoder
+
+    minilm = TextEncoder.from_pretrained("bundled:minilm")
+    labels = ["Football", "Finance", "Phones"]
+    short = WCSBert(minilm, rounds=0, heads=["prompts"], max_length="auto").fit(NEWS_DOCUMENTS, labels)
+    assert short.max_length_ == short.encoder_.max_length == 128
+    long_texts = [" ".join([text] * 12) for text in NEWS_DOCUMENTS]  # about 200 tokens each
+    assert median_tokens(long_texts, minilm.tokenizer) > 128 > median_tokens(NEWS_DOCUMENTS, minilm.tokenizer)
+    long = WCSBert(minilm, rounds=0, heads=["prompts"], max_length="auto").fit(long_texts, labels)
+    assert long.max_length_ == long.encoder_.max_length == 512 and minilm.max_length != 512
+    # what is read shows in the scores: 512 tokens of a long text is not its first 128
+    assert not np.allclose(long.scores(long_texts), short.scores(long_texts), atol=1e-3)
+    for wrong in ("long", 0, -5):
+        with pytest.raises(ValueError, match="max_length"):
+            WCSBert(max_length=wrong)

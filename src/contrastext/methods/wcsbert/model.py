@@ -16,7 +16,7 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import ValidationError
@@ -36,6 +36,7 @@ from contrastext.methods.wcsbert.guard import TextGuard, guard_fields
 from contrastext.methods.wcsbert.heads import LabelHead, head_kind
 from contrastext.methods.wcsbert.pseudo_labels import select
 from contrastext.methods.wcsbert.pseudo_pairs import text_pairs
+from contrastext.methods.wcsbert.read_length import auto_read_length
 from contrastext.methods.wcsbert.rounds import run_rounds
 from contrastext.methods.wcsbert.scoring import changed_share, label_prompt_vectors
 from contrastext.methods.wcsbert.stopping import RoundStop
@@ -64,7 +65,9 @@ class WCSBert:
     embeddings, in scoring and predicting alike, and the training pairs' positives are the first template's
     prompts (``methods.wcsbert.pseudo_pairs``). ``max_length``: tokens read of each text to label, score and
     predict it (default 128, the job's ``encoder.max_length``; 512 for long texts; fewer where the model has fewer
-    positions; a round trains on ``train.encoder.max_length``), an encoder object given included.
+    positions; a round trains on ``train.encoder.max_length``), an encoder object given included. ``"auto"``: 128
+    where the median text fits in 128 tokens, else 512 (``methods.wcsbert.read_length``); ``max_length_`` is the
+    length read.
     ``predict_proba`` is a softmax of the label scores (cosines) over ``temperature``.
 
     ``guard`` (on by default, as in the job): the label-free check of ``methods.wcsbert.guard`` over a seeded
@@ -84,7 +87,7 @@ class WCSBert:
 
     def __init__(self, encoder: Any = DEFAULT_MODEL, *, config: RoundsConfig | None = None,
                  teacher: Teacher | None = None, template: str | None = None, templates: Sequence[str] | None = None,
-                 max_length: int | None = None, batch_size: int = 64, temperature: float = 0.05,
+                 max_length: int | Literal["auto"] | None = None, batch_size: int = 64, temperature: float = 0.05,
                  work_dir: str | os.PathLike[str] | None = None, **settings: Any):
         if template is not None and templates is not None:
             raise ValueError("give template (one prompt) or templates (an ensemble), not both")
@@ -116,7 +119,10 @@ class WCSBert:
         self.text_positives = config.text_positives
         self.train = config.train
         self.max_pairs_per_label = config.max_pairs_per_label
+        if max_length is not None and max_length != "auto" and not (isinstance(max_length, int) and max_length > 0):
+            raise ValueError(f"max_length must be a positive number of tokens or 'auto', not {max_length!r}")
         self.max_length = max_length or READ_MAX_LENGTH
+        self.max_length_: int | None = None  # the tokens read, settled by fit (``auto``: from the texts)
         self.batch_size = batch_size
         self.temperature = temperature
         self.guard = config.guard
@@ -153,7 +159,12 @@ class WCSBert:
         texts = checked_texts(texts)
         self.label_set_ = LabelSet.build(labels, aliases)
         self.aliases_ = {label: list(strings) for label, strings in (aliases or {}).items()}
-        encoder = load_text_encoder(self.encoder, self.max_length)
+        if self.max_length == "auto":
+            encoder = load_text_encoder(self.encoder)
+            encoder = load_text_encoder(encoder, auto_read_length(texts, encoder, seed=self.train.seed))
+        else:
+            encoder = load_text_encoder(self.encoder, self.max_length)
+        self.max_length_ = int(encoder.max_length)
         self.history_, self.chosen_round_, self.stop_reason_, self.guard_round_0_ = [], 0, None, None
         self.chosen_head_, head = "prompts", None
         # with no round the guard still chooses the untrained model's head, given the two texts it needs
@@ -300,6 +311,7 @@ class WCSBert:
         start = kwargs.pop("encoder", str(path))  # what a later fit starts from; predictions use the saved model
         model = cls(start, **{**saved, "temperature": manifest["temperature"], **kwargs})
         model.encoder_ = load_text_encoder(str(path), model.max_length)
+        model.max_length_ = int(model.encoder_.max_length)
         model.label_set_ = LabelSet.build(manifest["labels"], manifest["aliases"])
         model.aliases_ = manifest["aliases"]
         # a head is the saved model's own unless other prompts were asked for (then made from them on first use)
@@ -328,7 +340,7 @@ class _RoundsInMemory:
                 for i in order]
         result = method.train_round(rows, self.model, r, self.folder)
         self.model = result.model_path
-        encoder = load_text_encoder(self.model, method.max_length).set_backend(self.backend)
+        encoder = load_text_encoder(self.model, method.max_length_).set_backend(self.backend)
         export_seconds = encoder.prepare_backend()  # the new weights exported before they encode
         labels = method.label_set_.labels
         record = {"round": r, "kept": int(len(pseudo.kept)), "pairs": len(pairs),
