@@ -599,18 +599,17 @@ def main() -> None:
     results, rows = rule_table(records, noise)
     print(format_table(rows, ["rule", "mean loss (points)", "worst loss", f"below untrained − {noise:.3f}",
                               "decisions"]))
+    # records made before the blend head cannot show it: the rule then shipped is the one they mark
+    with_blend = any("blend" in candidate for record in records for candidate in record["candidates"].values())
+    summary = {"seed": args.seed, "shipped": SHIPPED if with_blend else MARGINS, "noise": noise,
+               "sets": [set_summary(record) for record in records], "rules": results}
     if not own_folder:
-        (args.out / "summary.json").write_text(json.dumps({"seed": args.seed, "sets": [set_summary(r) for r in records],
-                                                           "noise": noise, "rules": results}, indent=1) + "\n")
+        (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
         print(f"{args.out / 'summary.json'} written")
         return
     write_result("guard_record" if args.seed == 0 else f"guard_record_seed{args.seed}",
                  {"seed": args.seed, "sets": [r["set"] for r in records], "noise": noise, "rules": results,
                   "records": records})
-    # records made before the blend head cannot show it: the rule then shipped is the one they mark
-    with_blend = any("blend" in candidate for record in records for candidate in record["candidates"].values())
-    summary = {"seed": args.seed, "shipped": SHIPPED if with_blend else MARGINS, "noise": noise,
-               "sets": [set_summary(record) for record in records], "rules": results}
     summary_file, page_file = summary_path(args.seed), page_path(args.seed)
     summary_file.parent.mkdir(parents=True, exist_ok=True)
     summary_file.write_text(json.dumps(summary, indent=1) + "\n")

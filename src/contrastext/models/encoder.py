@@ -38,6 +38,14 @@ def model_token_limit(transformer: nn.Module, tokenizer) -> int | None:
     return min(limits) if limits else None
 
 
+def fitted_length(max_length: int, limit: int | None, name: str) -> int:
+    """``max_length``, or the model's ``limit`` where that is lower (logged, naming the model)."""
+    if limit and max_length > limit:
+        log.info("%s reads at most %d tokens: max_length %d lowered to it", name, limit, max_length)
+        return limit
+    return max_length
+
+
 def pick_device(device: str | torch.device | None = None) -> torch.device:
     if device is not None:
         return torch.device(device)
@@ -141,9 +149,8 @@ class TextEncoder(nn.Module):
         tokenizer = AutoTokenizer.from_pretrained(str(layout.transformer_dir))
         transformer = AutoModel.from_pretrained(str(layout.transformer_dir))
         limit = model_token_limit(transformer, tokenizer)
-        if fit_positions and max_length and limit and max_length > limit:
-            log.info("%s reads at most %d tokens: max_length %d lowered to it", spec, limit, max_length)
-            max_length = limit
+        if fit_positions and max_length:
+            max_length = fitted_length(max_length, limit, str(spec))
         encoder = cls(
             transformer, tokenizer,
             pooling=pooling or layout.pooling,
@@ -161,10 +168,7 @@ class TextEncoder(nn.Module):
         """This encoder reading up to ``max_length`` tokens of each text, or what the model can where that is
         fewer (``model_token_limit``): itself when that is what it reads already, else a new encoder sharing its
         weights and tokenizer (the caller's object keeps its own length)."""
-        limit = model_token_limit(self.transformer, self.tokenizer)
-        if limit and max_length > limit:
-            log.info("the encoder reads at most %d tokens: max_length %d lowered to it", limit, max_length)
-            max_length = limit
+        max_length = fitted_length(max_length, model_token_limit(self.transformer, self.tokenizer), "the encoder")
         if max_length == self.max_length:
             return self
         view = type(self)(self.transformer, self.tokenizer, pooling=self.pooling, normalize=self.normalize,
