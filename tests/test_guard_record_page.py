@@ -36,6 +36,26 @@ def test_the_readme_table_is_the_current_draw_rendered():
     assert guard_record.render_readme_table(summary) in (ROOT / "README.md").read_text(encoding="utf-8")
 
 
+def test_the_readme_draw_reads_each_set_as_the_class_does_by_default():
+    """Each set of the README's draw was read at what ``max_length="auto"`` settles for its pool (the texts'
+    token counts alone), and the draw has sets of both lengths."""
+    import argparse
+
+    summary = json.loads(guard_record.summary_path(guard_record.README_SEED).read_text(encoding="utf-8"))
+    assert summary["read_tokens"] == "auto"
+    draw = argparse.Namespace(seed=guard_record.README_SEED, pool_rows=1000, eval_rows=800, holdout=0.2)
+    read = {row["set"]: row["read_tokens"] for row in summary["sets"]}
+    assert read == {name: guard_record.auto_tokens(guard_record.SETS[name], draw) for name in read}
+    assert set(read.values()) == {128, 512}
+
+
+def test_auto_keeps_a_set_read_at_more_than_128_tokens_beside_the_draws_folder():
+    draw = Path("records") / "seed8"
+    assert guard_record.record_folder(draw, "auto", 128) == draw
+    assert guard_record.record_folder(draw, "auto", 512) == Path("records") / "seed8_read512"
+    assert guard_record.record_folder(draw, 512, 512) == draw  # a number asked for: --out as given
+
+
 def test_the_shipped_rule_is_the_guards_margins_and_the_blend():
     assert guard_record.SHIPPED.endswith(f"+{PROTOTYPE_MARGIN} else prompts (round 0) / blend (trained)")
     assert guard_record.MARGINS.endswith(f"+{PROTOTYPE_MARGIN} (round 0) / +{TRAINED_PROTOTYPE_MARGIN} (trained)")
