@@ -123,8 +123,9 @@ def train(spec: TrainingSpec) -> dict[str, Any]:
             "scaling": base_train.scaling.model_copy(update={"cpus_per_worker": spec.cpus_per_worker}),
             "in_process": spec.in_process,
             "encoder": base_train.encoder.model_copy(update={"max_length": spec.max_length})})
+        # reads texts at READ_MAX_LENGTH, as the job and the untrained dev score above (not the class's "auto")
         model = WCSBert(spec.base_model_spec, rounds=spec.rounds, template=spec.template, train=train_config,
-                        guard=spec.guard, work_dir=work / "rounds")  # reads texts at READ_MAX_LENGTH, as the job
+                        guard=spec.guard, max_length=READ_MAX_LENGTH, work_dir=work / "rounds")
         model.fit(texts, spec.labels, spec.aliases, on_round=on_round)
         folder = model.save(work / "model")
         manifest = registry.publish(spec.name, folder, {

@@ -247,8 +247,9 @@ def test_the_class_and_the_job_share_one_settings_object_and_its_defaults():
     assert from_job.config.model_dump(exclude={"text_positives", "train"}) == \
         job.rounds.model_dump(exclude={"text_positives", "train"})
     assert isinstance(WCSBert().teacher, PrototypeTeacher) and isinstance(from_job.teacher, PrototypeTeacher)
-    # each text is read at the job's length by both (a round trains on fewer tokens)
-    assert WCSBert().max_length == from_job.max_length == job.encoder.max_length == 128
+    # the job reads its encoder.max_length; the class, by default, what its texts' length asks for (a round
+    # trains on fewer tokens in both)
+    assert from_job.max_length == job.encoder.max_length == 128 and WCSBert().max_length == "auto"
     assert from_job.train.encoder.max_length == job.rounds.train.encoder.max_length == 64
     # a keyword is one field of the settings; the whole block works the same
     assert isinstance(WCSBert(pseudo_labels="prompts").teacher, PromptTeacher)
@@ -266,7 +267,8 @@ def test_the_class_and_the_job_share_one_settings_object_and_its_defaults():
 
 
 def test_auto_reads_128_tokens_of_short_texts_and_512_of_long_ones():
-    """``max_length="auto"``: the median text of the pool decides, with no label read; the model's limit holds."""
+    """``max_length="auto"``, the default: the median text of the pool decides, with no label read; the model's
+    limit holds."""
     from conftest import NEWS_DOCUMENTS
 
     from contrastext.methods.wcsbert.read_length import median_tokens
@@ -278,7 +280,7 @@ def test_auto_reads_128_tokens_of_short_texts_and_512_of_long_ones():
     assert short.max_length_ == short.encoder_.max_length == 128
     long_texts = [" ".join([text] * 12) for text in NEWS_DOCUMENTS]  # about 200 tokens each
     assert median_tokens(long_texts, minilm.tokenizer) > 128 > median_tokens(NEWS_DOCUMENTS, minilm.tokenizer)
-    long = WCSBert(minilm, rounds=0, heads=["prompts"], max_length="auto").fit(long_texts, labels)
+    long = WCSBert(minilm, rounds=0, heads=["prompts"]).fit(long_texts, labels)
     assert long.max_length_ == long.encoder_.max_length == 512 and minilm.max_length != 512
     # what is read shows in the scores: 512 tokens of a long text is not its first 128
     assert not np.allclose(long.scores(long_texts), short.scores(long_texts), atol=1e-3)

@@ -31,7 +31,7 @@ from contrastext.methods.training import (
     work_folder,
 )
 from contrastext.methods.wcsbert.calibration import CalibrationConfig, calibrate
-from contrastext.methods.wcsbert.config import READ_MAX_LENGTH, RoundsConfig
+from contrastext.methods.wcsbert.config import RoundsConfig
 from contrastext.methods.wcsbert.guard import TextGuard, guard_fields
 from contrastext.methods.wcsbert.heads import LabelHead, head_kind
 from contrastext.methods.wcsbert.pseudo_labels import select
@@ -64,10 +64,10 @@ class WCSBert:
     instead gives several, ensembled: a label string stands for the renormalised mean of its prompts' unit
     embeddings, in scoring and predicting alike, and the training pairs' positives are the first template's
     prompts (``methods.wcsbert.pseudo_pairs``). ``max_length``: tokens read of each text to label, score and
-    predict it (default 128, the job's ``encoder.max_length``; 512 for long texts; fewer where the model has fewer
-    positions; a round trains on ``train.encoder.max_length``), an encoder object given included. ``"auto"``: 128
-    where the median text fits in 128 tokens, else 512 (``methods.wcsbert.read_length``); ``max_length_`` is the
-    length read.
+    predict it, an encoder object given included (fewer where the model has fewer positions; a round trains on
+    ``train.encoder.max_length``). The default, ``"auto"``, reads 128 where the median text fits in 128 tokens,
+    else 512 (``methods.wcsbert.read_length``); a number reads that many (the job reads its
+    ``encoder.max_length``, 128 unless set). ``max_length_`` is the length read.
     ``predict_proba`` is a softmax of the label scores (cosines) over ``temperature``.
 
     ``guard`` (on by default, as in the job): the label-free check of ``methods.wcsbert.guard`` over a seeded
@@ -121,7 +121,7 @@ class WCSBert:
         self.max_pairs_per_label = config.max_pairs_per_label
         if max_length is not None and max_length != "auto" and not (isinstance(max_length, int) and max_length > 0):
             raise ValueError(f"max_length must be a positive number of tokens or 'auto', not {max_length!r}")
-        self.max_length = max_length or READ_MAX_LENGTH
+        self.max_length = max_length or "auto"
         self.max_length_: int | None = None  # the tokens read, settled by fit (``auto``: from the texts)
         self.batch_size = batch_size
         self.temperature = temperature
