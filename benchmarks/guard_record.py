@@ -44,6 +44,7 @@ from _common import DATA_DIR, REPO_ROOT, write_result  # noqa: E402
 
 from contrastext.data.sources import LabelledTexts, TextSource, ag_news_test, load_texts, vital_articles  # noqa: E402
 from contrastext.data.vital import TOPIC_ALIASES, TOPICS  # noqa: E402
+from contrastext.methods.wcsbert.config import READ_MAX_LENGTH  # noqa: E402
 from contrastext.methods.wcsbert.guard import TRAINED_PROTOTYPE_MARGIN  # noqa: E402
 from contrastext.report import format_table  # noqa: E402
 
@@ -579,8 +580,6 @@ def read_tokens_arg(value: str) -> int | str:
 def record_folder(out: Path, asked: int | str | None, tokens: int | None) -> Path:
     """Where a set's record is kept: ``out``, except under ``auto`` a set read at more than the default 128
     tokens, kept beside it in ``out`` + ``_read<tokens>`` (the draw's folder holds its 128-token records)."""
-    from contrastext.methods.wcsbert.config import READ_MAX_LENGTH
-
     if asked != "auto" or tokens == READ_MAX_LENGTH:
         return out
     return out.with_name(f"{out.name}_read{tokens}")
@@ -590,6 +589,32 @@ def write_overview() -> Path:
     summaries = [json.loads(summary_path(seed).read_text(encoding="utf-8")) for seed in BLEND_SEEDS]
     OVERVIEW.write_text(render_overview(summaries), encoding="utf-8")
     return OVERVIEW
+
+
+def collect_records(args: argparse.Namespace) -> list[dict]:
+    """Each set's record, read back from its folder under ``args.out`` where it was made at the tokens asked for,
+    else run (``--rules-only``: an error)."""
+    records = []
+    for name in args.sets:
+        tokens = auto_tokens(SETS[name], args) if args.read_tokens == "auto" else args.read_tokens
+        path = record_folder(args.out, args.read_tokens, tokens) / name / "record.json"
+        if path.is_file():
+            record = json.loads(path.read_text())
+            # records made before --read-tokens existed read the default
+            read = record.get("read_tokens") or READ_MAX_LENGTH
+            if tokens is not None and read != tokens:
+                raise SystemExit(f"{path} read {read} tokens of each text, not {tokens}: give --out another folder")
+            records.append(record)
+            continue
+        if args.rules_only:
+            raise SystemExit(f"{path}: no record to replay ({name} at {tokens or 'the default'} tokens); run it "
+                             "without --rules-only")
+        print(f"{name}: self-training at {tokens or 'the default'} tokens", flush=True)
+        record = run_set(name, SETS[name], args, tokens)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record, indent=1))
+        records.append(record)
+    return records
 
 
 def main() -> None:
@@ -624,20 +649,7 @@ def main() -> None:
     own_folder = args.out is None
     if args.out is None:
         args.out = REPO_ROOT / "benchmarks" / "results" / "guard_records" / f"seed{args.seed}"
-    records = []
-    for name in args.sets:
-        tokens = auto_tokens(SETS[name], args) if args.read_tokens == "auto" else args.read_tokens
-        path = record_folder(args.out, args.read_tokens, tokens) / name / "record.json"
-        if path.is_file():
-            records.append(json.loads(path.read_text()))
-            continue
-        if args.rules_only:
-            continue
-        print(f"{name}: self-training at {tokens or 'the default'} tokens", flush=True)
-        record = run_set(name, SETS[name], args, tokens)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(record, indent=1))
-        records.append(record)
+    records = collect_records(args)
     noise = accuracy_noise(records)
     results, rows = rule_table(records, noise)
     print(format_table(rows, ["rule", "mean loss (points)", "worst loss", f"below untrained − {noise:.3f}",
@@ -649,6 +661,7 @@ def main() -> None:
     if args.read_tokens:  # what --read-tokens asked for (each set's row says what it read)
         summary["read_tokens"] = args.read_tokens
     if not own_folder:
+        args.out.mkdir(parents=True, exist_ok=True)  # under auto, every set may have been kept beside it
         (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
         print(f"{args.out / 'summary.json'} written")
         return
@@ -656,6 +669,11 @@ def main() -> None:
                  {"seed": args.seed, "sets": [r["set"] for r in records], "noise": noise, "rules": results,
                   "records": records})
     summary_file, page_file = summary_path(args.seed), page_path(args.seed)
+    committed = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
+    if committed and committed.get("read_tokens") != summary.get("read_tokens"):
+        raise SystemExit(f"{summary_file.name} was made with --read-tokens {committed.get('read_tokens') or 'left out'}"
+                         f", not {args.read_tokens or 'left out'}: give that, --out another folder (a side run), or "
+                         "delete the summary to replace it")
     summary_file.parent.mkdir(parents=True, exist_ok=True)
     summary_file.write_text(json.dumps(summary, indent=1) + "\n")
     page_file.parent.mkdir(parents=True, exist_ok=True)

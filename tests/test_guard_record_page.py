@@ -9,6 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import guard_record  # noqa: E402
+import pytest  # noqa: E402
 
 from contrastext.methods.wcsbert.guard import PROTOTYPE_MARGIN, TRAINED_PROTOTYPE_MARGIN  # noqa: E402
 
@@ -36,17 +37,48 @@ def test_the_readme_table_is_the_current_draw_rendered():
     assert guard_record.render_readme_table(summary) in (ROOT / "README.md").read_text(encoding="utf-8")
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_the_readme_draw_reads_each_set_as_the_class_does_by_default():
     """Each set of the README's draw was read at what ``max_length="auto"`` settles for its pool (the texts'
     token counts alone), and the draw has sets of both lengths."""
     import argparse
 
+    from conftest import shared_data
+
+    for data in ("ag_news/test.csv", "20newsgroups/20ng_bydate_test.jsonl.gz", "bbcsport/bbcsport.jsonl"):
+        shared_data(data)  # a skip where the real data is absent
     summary = json.loads(guard_record.summary_path(guard_record.README_SEED).read_text(encoding="utf-8"))
     assert summary["read_tokens"] == "auto"
     draw = argparse.Namespace(seed=guard_record.README_SEED, pool_rows=1000, eval_rows=800, holdout=0.2)
     read = {row["set"]: row["read_tokens"] for row in summary["sets"]}
     assert read == {name: guard_record.auto_tokens(guard_record.SETS[name], draw) for name in read}
     assert set(read.values()) == {128, 512}
+
+
+@pytest.mark.integration
+def test_auto_reads_each_record_back_from_the_folder_of_its_length_and_refuses_one_read_otherwise(tmp_path):
+    import argparse
+    import shutil
+
+    from conftest import shared_data
+
+    shared_data("20newsgroups/20ng_bydate_test.jsonl.gz")
+    records = ROOT / "benchmarks" / "results" / "guard_records"
+    draw = tmp_path / "seed8"
+    shutil.copytree(records / "seed8" / "agnews", draw / "agnews")
+    shutil.copytree(records / "seed8_read512" / "20ng_names", tmp_path / "seed8_read512" / "20ng_names")
+    args = argparse.Namespace(seed=8, pool_rows=1000, eval_rows=800, holdout=0.2, out=draw, rules_only=True,
+                              sets=["agnews", "20ng_names"], read_tokens="auto")
+    assert [(r["set"], r["read_tokens"]) for r in guard_record.collect_records(args)] == \
+        [("agnews", 128), ("20ng_names", 512)]
+    # at 128 tokens for every set, 20ng_names has no record: a replay says so rather than leave the set out
+    with pytest.raises(SystemExit, match="no record to replay \\(20ng_names at 128"):
+        guard_record.collect_records(argparse.Namespace(**{**vars(args), "read_tokens": 128}))
+    # a record read at 512 found where 128 is asked for is refused, not mixed in
+    shutil.copytree(tmp_path / "seed8_read512" / "20ng_names", draw / "20ng_names")
+    with pytest.raises(SystemExit, match="read 512 tokens of each text, not 128"):
+        guard_record.collect_records(argparse.Namespace(**{**vars(args), "read_tokens": 128}))
 
 
 def test_auto_keeps_a_set_read_at_more_than_128_tokens_beside_the_draws_folder():

@@ -206,6 +206,12 @@ class TextEncoder(nn.Module):
             return "torch"
         return self._onnx.used or self._onnx.requested
 
+    @property
+    def onnx_folder(self) -> Path | None:
+        """The ONNX export ``encode`` runs (``model.onnx``, ``model_int8.onnx``, ``export.json``); None on torch or
+        before ``prepare_backend``."""
+        return self._onnx.folder if self._onnx is not None else None
+
     def prepare_backend(self) -> float:
         """Export this encoder's current weights for its ONNX backend now (cached: a no-op when done);
         returns the seconds it took (0 for torch)."""

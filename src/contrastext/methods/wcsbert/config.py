@@ -137,10 +137,11 @@ class PoolConfig(Settings):
 #: rounds train on a text's first 64 tokens (a lead's title and first sentence say its topic): half the
 #: compute of 128, which the pool's encoding keeps
 ROUND_MAX_LENGTH = 64
-#: the tokens of each text read to label, score and predict it, by the job and the class alike (fewer where the
-#: model has fewer positions). Long texts gain from 512 (20 Newsgroups: 0.706 delivered against 0.645, so its
-#: configs read 512), but the Vital leads lose (the quick start delivered 0.821 and 0.835 at 512 against 0.838
-#: and 0.855 at 128, two seeds). The job's pool is cut first, at ``pool.max_words`` (200 words, about 260 tokens)
+#: the tokens of each text read to label, score and predict it by the job, Serve's classifiers, and the class
+#: where its texts are short (``max_length="auto"``; fewer where the model has fewer positions). Long texts gain
+#: from 512 (20 Newsgroups: 0.706 delivered against 0.645, so its configs read 512), but the Vital leads lose
+#: (the quick start delivered 0.821 and 0.835 at 512 against 0.838 and 0.855 at 128, two seeds). The job's pool
+#: is cut first, at ``pool.max_words`` (200 words, about 260 tokens)
 READ_MAX_LENGTH = 128
 
 

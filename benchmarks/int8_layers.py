@@ -1,0 +1,85 @@
+"""Where an int8 export loses its accuracy: the int8 check's mean cosine with fp32 when only some MatMuls are
+quantized. A model whose int8 export fails the check (``bundled:mpnet``: 0.892 < 0.99) runs fp32 ONNX or torch;
+this shows which layers cost the most.
+
+    python benchmarks/int8_layers.py [--model bundled:mpnet]
+
+Variants, each ``quantize_dynamic`` of the model's fp32 export with the project's settings (int8 per-channel
+weights), the check's 256 texts and threshold (``models.onnx_quality``):
+
+- every MatMul (as the shipped export);
+- every MatMul but the feed-forward output projections (``…/output/dense/MatMul``, outside attention);
+- one layer's feed-forward output projection alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from _common import write_result  # noqa: E402
+
+from contrastext.report import format_table  # noqa: E402
+
+FFN_OUTPUT = re.compile(r"layer\.(\d+)/output/dense/MatMul$")
+
+
+def quantized_cosine(fp32: Path, excluded: list[str], folder: Path, reference, encoder) -> dict:
+    from onnx import TensorProto
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from contrastext.models.onnx_backend import encode_graph
+    from contrastext.models.onnx_quality import compare, sample_texts
+
+    target = folder / "int8.onnx"
+    quantize_dynamic(str(fp32), str(target), weight_type=QuantType.QInt8, per_channel=True, reduce_range=False,
+                     nodes_to_exclude=excluded, extra_options={"DefaultTensorType": TensorProto.FLOAT})
+    embedded = encode_graph(target, sample_texts(), encoder.tokenizer, pooling=encoder.pooling,
+                            max_length=encoder.max_length)
+    return compare(reference, embedded)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="bundled:mpnet")
+    args = parser.parse_args()
+
+    import onnx
+
+    from contrastext.models import TextEncoder
+    from contrastext.models.onnx_backend import encode_graph
+    from contrastext.models.onnx_export import FP32_FILE
+    from contrastext.models.onnx_quality import MIN_MEAN_COSINE, sample_texts
+
+    encoder = TextEncoder.from_pretrained(args.model, backend="onnx")
+    encoder.prepare_backend()
+    fp32 = encoder.onnx_folder / FP32_FILE
+    reference = encode_graph(fp32, sample_texts(), encoder.tokenizer, pooling=encoder.pooling,
+                             max_length=encoder.max_length)
+    graph = onnx.load(str(fp32), load_external_data=False).graph
+    ffn_output = {node.name: int(FFN_OUTPUT.search(node.name).group(1)) for node in graph.node
+                  if node.op_type == "MatMul" and FFN_OUTPUT.search(node.name) and "attention" not in node.name}
+    variants = {"every MatMul (shipped)": [],
+                "all but the feed-forward output projections": sorted(ffn_output)}
+    for name, layer in sorted(ffn_output.items(), key=lambda item: item[1]):
+        variants[f"layer {layer}'s feed-forward output projection alone"] = [
+            n.name for n in graph.node if n.op_type == "MatMul" and n.name != name]
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for variant, excluded in variants.items():
+            result = quantized_cosine(fp32, excluded, Path(folder), reference, encoder)
+            rows.append({"variant": variant, **result})
+            print(f"{variant}: mean cosine {result['mean_cosine']:.4f}", flush=True)
+    print(format_table([[r["variant"], r["mean_cosine"], r["min_cosine"]] for r in rows],
+                       headers=["quantized", "mean cosine with fp32", "min cosine"]))
+    out = write_result("int8_layers", {"model": args.model, "threshold": MIN_MEAN_COSINE, "rows": rows})
+    print(f"{len(sample_texts())} texts, the check's threshold {MIN_MEAN_COSINE}; written to {out}")
+
+
+if __name__ == "__main__":
+    main()
