@@ -591,6 +591,15 @@ def write_overview() -> Path:
     return OVERVIEW
 
 
+def refuse_other_tokens(summary_file: Path, asked: int | str | None) -> None:
+    """Stop before any run where ``summary_file`` exists and was made with another ``--read-tokens``: it would be
+    replaced by a summary of other records."""
+    committed = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
+    if committed and committed.get("read_tokens") != asked:
+        raise SystemExit(f"{summary_file} was made with --read-tokens {committed.get('read_tokens') or 'left out'}, "
+                         f"not {asked or 'left out'}: give that, --out another folder, or delete it to replace it")
+
+
 def collect_records(args: argparse.Namespace) -> list[dict]:
     """Each set's record, read back from its folder under ``args.out`` where it was made at the tokens asked for,
     else run (``--rules-only``: an error)."""
@@ -600,8 +609,8 @@ def collect_records(args: argparse.Namespace) -> list[dict]:
         path = record_folder(args.out, args.read_tokens, tokens) / name / "record.json"
         if path.is_file():
             record = json.loads(path.read_text())
-            # records made before --read-tokens existed read the default
-            read = record.get("read_tokens") or READ_MAX_LENGTH
+            # records made before the field (seeds 1 to 3: 64 tokens) match only a run that names no length
+            read = record.get("read_tokens")
             if tokens is not None and read != tokens:
                 raise SystemExit(f"{path} read {read} tokens of each text, not {tokens}: give --out another folder")
             records.append(record)
@@ -649,6 +658,7 @@ def main() -> None:
     own_folder = args.out is None
     if args.out is None:
         args.out = REPO_ROOT / "benchmarks" / "results" / "guard_records" / f"seed{args.seed}"
+    refuse_other_tokens(summary_path(args.seed) if own_folder else args.out / "summary.json", args.read_tokens)
     records = collect_records(args)
     noise = accuracy_noise(records)
     results, rows = rule_table(records, noise)
@@ -669,11 +679,6 @@ def main() -> None:
                  {"seed": args.seed, "sets": [r["set"] for r in records], "noise": noise, "rules": results,
                   "records": records})
     summary_file, page_file = summary_path(args.seed), page_path(args.seed)
-    committed = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
-    if committed and committed.get("read_tokens") != summary.get("read_tokens"):
-        raise SystemExit(f"{summary_file.name} was made with --read-tokens {committed.get('read_tokens') or 'left out'}"
-                         f", not {args.read_tokens or 'left out'}: give that, --out another folder (a side run), or "
-                         "delete the summary to replace it")
     summary_file.parent.mkdir(parents=True, exist_ok=True)
     summary_file.write_text(json.dumps(summary, indent=1) + "\n")
     page_file.parent.mkdir(parents=True, exist_ok=True)

@@ -64,6 +64,7 @@ def test_auto_reads_each_record_back_from_the_folder_of_its_length_and_refuses_o
     from conftest import shared_data
 
     shared_data("20newsgroups/20ng_bydate_test.jsonl.gz")
+    shared_data("ag_news/test.csv")
     records = ROOT / "benchmarks" / "results" / "guard_records"
     draw = tmp_path / "seed8"
     shutil.copytree(records / "seed8" / "agnews", draw / "agnews")
@@ -79,6 +80,16 @@ def test_auto_reads_each_record_back_from_the_folder_of_its_length_and_refuses_o
     shutil.copytree(tmp_path / "seed8_read512" / "20ng_names", draw / "20ng_names")
     with pytest.raises(SystemExit, match="read 512 tokens of each text, not 128"):
         guard_record.collect_records(argparse.Namespace(**{**vars(args), "read_tokens": 128}))
+
+
+def test_a_summary_made_at_other_tokens_is_not_replaced(tmp_path):
+    summary = tmp_path / "summary.json"
+    guard_record.refuse_other_tokens(summary, 128)  # none yet
+    summary.write_text(json.dumps({"seed": 8, "read_tokens": "auto"}))
+    guard_record.refuse_other_tokens(summary, "auto")
+    for other in (128, None):
+        with pytest.raises(SystemExit, match="made with --read-tokens auto"):
+            guard_record.refuse_other_tokens(summary, other)
 
 
 def test_auto_keeps_a_set_read_at_more_than_128_tokens_beside_the_draws_folder():
