@@ -109,6 +109,9 @@ def test_save_and_load_give_the_same_predictions(self_trained, ag_news, tmp_path
     other = WCSBert.load(folder, templates=["News about {label}.", "{label}"], temperature=0.5)
     assert other.prompts == ("News about {label}.", "{label}") and other.temperature == 0.5
     assert WCSBert.load(folder, template="{label} news").prompts == ("{label} news",)
+    # "auto" is for the next fit: the saved model still reads the length it was fitted at
+    again = WCSBert.load(folder, max_length="auto")
+    assert again.max_length == "auto" and again.max_length_ == loaded.max_length_ == self_trained.max_length_
     # the folder is a sentence-transformers model
     vectors = SentenceTransformer(str(folder), device="cpu").encode(held_out[:3])
     np.testing.assert_allclose(vectors, self_trained.encoder_.encode(held_out[:3]), atol=1e-4)

@@ -310,7 +310,9 @@ class WCSBert:
         saved["max_length"] = manifest.get("max_length") or 128  # a folder saved before it was recorded: 128
         start = kwargs.pop("encoder", str(path))  # what a later fit starts from; predictions use the saved model
         model = cls(start, **{**saved, "temperature": manifest["temperature"], **kwargs})
-        model.encoder_ = load_text_encoder(str(path), model.max_length)
+        # "auto" asked of a loaded model settles at the next fit; the saved model reads what it was fitted at
+        model.encoder_ = load_text_encoder(str(path), saved["max_length"] if model.max_length == "auto"
+                                           else model.max_length)
         model.max_length_ = int(model.encoder_.max_length)
         model.label_set_ = LabelSet.build(manifest["labels"], manifest["aliases"])
         model.aliases_ = manifest["aliases"]
