@@ -29,6 +29,7 @@ BBCSport; none of them is a set the guard was designed on beyond AG News, 20NG r
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import time
@@ -259,15 +260,22 @@ def trained_and_held_out(pool: LabelledTexts, holdout: float, seed: int) -> tupl
     return [pool.texts[i] for i in sorted(order[held:])], [pool.texts[i] for i in sorted(order[:held])]
 
 
+@functools.cache
+def minilm():
+    """The bundled MiniLM every set's run starts from, loaded once for ``auto_tokens``' tokenizer."""
+    from contrastext.methods.training import load_text_encoder
+
+    return load_text_encoder("bundled:minilm")
+
+
 def auto_tokens(spec: LabelSetSpec, args: argparse.Namespace) -> int:
     """What ``max_length="auto"`` reads of this set's trained pool (its texts only), with the training seed the
     run uses, as ``WCSBert.fit`` settles it."""
-    from contrastext.methods.training import load_text_encoder
     from contrastext.methods.wcsbert.read_length import auto_read_length
 
     pool, _ = pool_and_eval(spec, spec.pool_rows or args.pool_rows, spec.pool_rows or args.eval_rows, args.seed)
     trained, _ = trained_and_held_out(pool, args.holdout, args.seed)
-    return auto_read_length(trained, load_text_encoder("bundled:minilm"), seed=training_seed(args.seed))
+    return auto_read_length(trained, minilm(), seed=training_seed(args.seed))
 
 
 def training_seed(seed: int) -> int:

@@ -4,8 +4,8 @@ this shows which layers cost the most.
 
     python benchmarks/int8_layers.py [--model bundled:mpnet]
 
-Variants, each ``quantize_dynamic`` of the model's fp32 export with the project's settings (int8 per-channel
-weights), the check's 256 texts and threshold (``models.onnx_quality``):
+Variants, each the project's quantizer (``models.onnx_export.quantize_int8``: int8 per-channel weights) on the
+model's fp32 export, some MatMuls kept fp32, the check's 256 texts and threshold (``models.onnx_quality``):
 
 - every MatMul (as the shipped export);
 - every MatMul but the feed-forward output projections (``…/output/dense/MatMul``, outside attention);
@@ -30,15 +30,12 @@ FFN_OUTPUT = re.compile(r"layer\.(\d+)/output/dense/MatMul$")
 
 
 def quantized_cosine(fp32: Path, excluded: list[str], folder: Path, reference, encoder) -> dict:
-    from onnx import TensorProto
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
     from contrastext.models.onnx_backend import encode_graph
+    from contrastext.models.onnx_export import quantize_int8
     from contrastext.models.onnx_quality import compare, sample_texts
 
     target = folder / "int8.onnx"
-    quantize_dynamic(str(fp32), str(target), weight_type=QuantType.QInt8, per_channel=True, reduce_range=False,
-                     nodes_to_exclude=excluded, extra_options={"DefaultTensorType": TensorProto.FLOAT})
+    quantize_int8(fp32, target, nodes_to_exclude=excluded)
     embedded = encode_graph(target, sample_texts(), encoder.tokenizer, pooling=encoder.pooling,
                             max_length=encoder.max_length)
     return compare(reference, embedded)

@@ -31,7 +31,7 @@ from contrastext.methods.training import (
     work_folder,
 )
 from contrastext.methods.wcsbert.calibration import CalibrationConfig, calibrate
-from contrastext.methods.wcsbert.config import RoundsConfig
+from contrastext.methods.wcsbert.config import READ_MAX_LENGTH, RoundsConfig
 from contrastext.methods.wcsbert.guard import TextGuard, guard_fields
 from contrastext.methods.wcsbert.heads import LabelHead, head_kind
 from contrastext.methods.wcsbert.pseudo_labels import select
@@ -307,7 +307,8 @@ class WCSBert:
         new_prompts = kwargs.get("template") is not None or kwargs.get("templates") is not None
         if new_prompts:
             saved = {}
-        saved["max_length"] = manifest.get("max_length") or 128  # a folder saved before it was recorded: 128
+        # a folder saved before the length was recorded read the default then
+        saved["max_length"] = manifest.get("max_length") or READ_MAX_LENGTH
         start = kwargs.pop("encoder", str(path))  # what a later fit starts from; predictions use the saved model
         model = cls(start, **{**saved, "temperature": manifest["temperature"], **kwargs})
         # "auto" asked of a loaded model settles at the next fit; the saved model reads what it was fitted at
