@@ -46,7 +46,7 @@ from _common import DATA_DIR, REPO_ROOT, write_result  # noqa: E402
 from contrastext.data.sources import LabelledTexts, TextSource, ag_news_test, load_texts, vital_articles  # noqa: E402
 from contrastext.data.vital import TOPIC_ALIASES, TOPICS  # noqa: E402
 from contrastext.methods.wcsbert.config import READ_MAX_LENGTH  # noqa: E402
-from contrastext.methods.wcsbert.guard import TRAINED_PROTOTYPE_MARGIN  # noqa: E402
+from contrastext.methods.wcsbert.guard import PROTOTYPE_MARGIN, TRAINED_PROTOTYPE_MARGIN  # noqa: E402
 from contrastext.report import format_table  # noqa: E402
 
 NG_READABLE = {
@@ -298,8 +298,7 @@ def run_set(name: str, spec: LabelSetSpec, args: argparse.Namespace, read_tokens
     if args.seed:
         overrides.append(f"rounds.train.seed={training_seed(args.seed)}")
     overrides += [f"rounds.selection.{key}={value}" for key, value in (spec.selection or {}).items()]
-    if read_tokens:
-        overrides.append(f"encoder.max_length={read_tokens}")
+    overrides.append(f"encoder.max_length={read_tokens or READ_MAX_LENGTH}")  # none asked: what the draws read
     config = load_config(WCSBertConfig, None, overrides)
     config = config.model_copy(update={"labels": config.labels.model_copy(
         update={"names": names, "aliases": {k: v for k, v in spec.aliases.items() if k in names}})})
@@ -379,6 +378,25 @@ def round_then_head(record: dict, part: str, margin: float | None,
     return r, "prototypes" if gain > margin else fallback
 
 
+def leave_then_delivered(record: dict, part: str, score: Callable[[dict], float]) -> tuple[int, str]:
+    """Round 0 is left where the prompt head's guard rises (as the shipped rule leaves it); from one trained round
+    to the next, ``score`` of the round's candidates must rise (e.g. the guard of the head a trained round is
+    delivered with). The head: round 0's by the shipped margin, a trained round's blend."""
+    candidates = record["candidates"]
+    best = 0
+    for r in range(1, len(candidates)):
+        now, before = candidates[str(r)], candidates[str(best)]
+        rises = (_value(now, "prompts", part, "guard") > _value(before, "prompts", part, "guard") if best == 0
+                 else score(now) > score(before))
+        if not rises:
+            break
+        best = r
+    if best:
+        return best, "blend" if "blend" in candidates[str(best)] else "prompts"
+    gain = _value(candidates["0"], "prototypes", part, "guard") - _value(candidates["0"], "prompts", part, "guard")
+    return 0, "prototypes" if gain > PROTOTYPE_MARGIN else "prompts"
+
+
 RULES: dict[str, Callable[[dict], tuple[int, str]]] = {
     "last round, prompts": lambda rec: (len(rec["candidates"]) - 1, "prompts"),
     "last round, prototypes": lambda rec: (len(rec["candidates"]) - 1, "prototypes"),
@@ -398,6 +416,13 @@ for _part in ("trained", "held_out"):
     for _round_margin in (0.005, 0.01):
         RULES[f"guard ({_part}) round by +{_round_margin}, prototypes if +0.05 else prompts (round 0) / blend "
               "(trained)"] = lambda rec, p=_part, m=_round_margin: round_then_head(rec, p, 0.05, "blend", "prompts", m)
+    # written down before the ninth draw was run: between trained rounds, the score of the head delivered
+    RULES[f"guard ({_part}) round 0 left by the prompts, then by the blend's guard"] = (
+        lambda rec, p=_part: leave_then_delivered(rec, p, lambda c: _value(c, "blend" if "blend" in c else "prompts",
+                                                                           p, "guard")))
+    RULES[f"guard ({_part}) round 0 left by the prompts, then by the heads' mean guard"] = (
+        lambda rec, p=_part: leave_then_delivered(rec, p, lambda c: float(np.mean([_value(c, h, p, "guard")
+                                                                                   for h in c]))))
     for _signal in ("guard", "kappa0", "kappa_own", "own*anchored", "guard*agreement"):
         RULES[f"{_signal} ({_part}), prompts"] = (
             lambda rec, p=_part, s=_signal: sequential(rec, ["prompts"], p, s))
@@ -642,7 +667,8 @@ def main() -> None:
     parser.add_argument("--holdout", type=float, default=0.2, help="share of the pool never trained on")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--read-tokens", type=read_tokens_arg, default=None,
-                        help="tokens read of each text (encoder.max_length; default: the job's, 128); auto: what "
+                        help="tokens read of each text (encoder.max_length; default: 128, what the job read before "
+                             "its default became auto); auto: what "
                              "WCSBert(max_length='auto') reads of each set, a set read at 128 kept in --out, "
                              "at more in --out's name + _read<tokens>")
     parser.add_argument("--seed", type=int, default=0,

@@ -33,7 +33,10 @@ def test_text_pool_trains_only_on_its_half(ray_session, tiny_encoder_dir, tmp_pa
     first, second = data.split_halves(0)
     # the final model's pool prototypes, as saved, classify the evaluation half with the reported accuracy
     prototypes = unit_rows(np.load(tmp_path / "runs" / "texts" / "label_prototypes.npy"))
-    nearest = (unit_rows(config.encoder.load(summary["final_model"]).encode(second.texts)) @ prototypes.T).argmax(axis=1)
+    # the job read what encoder.max_length=auto settles for these short texts
+    assert summary["read_tokens"]["asked"] == "auto" and summary["read_tokens"]["tokens"] == 128
+    final = config.encoder.load(summary["final_model"], max_length=summary["read_tokens"]["tokens"])
+    nearest = (unit_rows(final.encode(second.texts)) @ prototypes.T).argmax(axis=1)
     by_prototypes = np.mean([config.labels.names[i] == label for i, label in zip(nearest, second.labels)])
     assert summary["final"]["prototypes"]["accuracy"] == pytest.approx(float(by_prototypes), abs=1e-9)
     assert summary["corpus"] is None and summary["pretrain"] is None

@@ -48,7 +48,8 @@ def test_an_ensemble_and_calibration_decide_what_the_round_trains_on(ray_session
     # the round's pseudo-labels, recomputed: the ensemble's prompt scores, calibrated, then selected
     run = Path(summary["final_model"]).parents[1]
     label_set = label_scheme(config).label_set(config.labels.names)
-    scores = score_pool(run / "round_0" / "embeddings", config.encoder.load(), label_set, config.labels.prompts)
+    encoder = config.encoder.load(max_length=summary["read_tokens"]["tokens"])
+    scores = score_pool(run / "round_0" / "embeddings", encoder, label_set, config.labels.prompts)
     counts = np.bincount(scores.scores.argmax(axis=1), minlength=4)
     assert list(record["teacher_shares"].values()) == pytest.approx((counts / counts.sum()).tolist(), abs=1e-6)
     shift = prior_shift(counts, 0.01)

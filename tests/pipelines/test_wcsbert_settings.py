@@ -1,6 +1,6 @@
 """Which setting changes make a finished WC-SBERT round run again."""
 
-from contrastext.config import load_config
+from contrastext.config import EncoderConfig, load_config
 from contrastext.methods.wcsbert.config import WCSBertConfig
 from contrastext.methods.wcsbert.text_positives import TextPositivesConfig
 from contrastext.methods.wcsbert.stored_rounds import round_settings
@@ -46,7 +46,8 @@ def test_the_job_pseudo_labels_and_trains_its_rounds_through_the_wcsbert_class()
     assert method.prompts == ("A {label} story.", "{label}") and method.template == config.labels.pair_template
     # a round trains the job's round settings, with the job's encoder (its pooling) at the round's length
     assert method.train.batch_size == 8 and method.train.loss == config.rounds.train.loss
-    assert method.train.encoder == config.encoder.model_copy(update={"max_length": 48})
+    assert method.train.encoder == EncoderConfig(model=config.encoder.model, pooling="cls", max_length=48,
+                                                 backend=config.encoder.backend)
     assert (method.max_pairs_per_label, method.guard_sample, method.patience) == (7, 50, 2)
     prompts = load_config(WCSBertConfig, overrides=["rounds.pseudo_labels=prompts"])
     assert isinstance(method_of(prompts).teacher, PromptTeacher)

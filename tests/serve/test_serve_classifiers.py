@@ -107,6 +107,7 @@ def test_create_poll_classify_list_restart_delete(served):
     status = wait_until_done(url, "news")
     assert status["state"] == "ready", status
     assert status["round"] == 1 and status["version"] == 1 and status["texts"] == 24
+    assert status["read_tokens"] == 128  # read_max_length=auto: short texts are read at 128
     (done,) = status["rounds_done"]
     assert set(done["kept_per_label"]) == set(LABELS) and sum(done["kept_per_label"].values()) == done["kept"] > 0
     assert 0 <= done["dev_accuracy"] <= 1 and 0 <= status["dev_accuracy_untrained"] <= 1

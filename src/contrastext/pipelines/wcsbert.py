@@ -48,6 +48,7 @@ from contrastext.methods.wcsbert.evaluation import (
 from contrastext.methods.wcsbert.guard import guard_fields
 from contrastext.methods.wcsbert.heads import BLEND_WEIGHT, head_kind
 from contrastext.methods.wcsbert.job_run import JOB, JobRun
+from contrastext.methods.wcsbert.read_length import settle_read_length
 from contrastext.methods.wcsbert.report import summary_table
 from contrastext.methods.wcsbert.stored_rounds import self_train
 from contrastext.runtime import init_ray
@@ -67,8 +68,8 @@ def method_of(config: WCSBertConfig):
     rounds = config.rounds
     settings = rounds.model_copy(update={
         "text_positives": config.text_positives(),
-        "train": rounds.train.model_copy(update={"encoder": config.encoder.model_copy(
-            update={"max_length": rounds.train.encoder.max_length})})})
+        "train": rounds.train.model_copy(update={"encoder": config.encoder.at_length(
+            rounds.train.encoder.max_length)})})
     return WCSBert(config.encoder.model, config=settings, templates=config.labels.prompts,
                    max_length=config.encoder.max_length, batch_size=config.encode.batch_size)
 
@@ -156,13 +157,21 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     pages, pool_texts = _pool_pages(config, folder, root)  # a bad pool fails here, before any training
     if pool_texts >= 0:
         _say(f"pool: {pool_texts} texts (labels never read)")
+    corpus = None
+    if config.pretrain.enabled or config.pool.source == "wikipedia":  # a Wikipedia pool is the corpus's pages
+        with timings.measure("corpus"):
+            corpus = _stage_corpus(config, folder)
+    config, read_tokens = settle_read_length(config, pages)
+    if read_tokens["asked"] == "auto":
+        _say(f"reading {read_tokens['tokens']} tokens of each text (encoder.max_length=auto: the pool's median "
+             f"text is {read_tokens['median_tokens']:.0f} tokens)")
     eval_set, eval_missing = load_eval_set(config, root)
     _say(f"evaluation skipped: {eval_missing}" if eval_set is None else f"evaluation set: {eval_set.source}")
     run = JobRun(config, folder, label_set, pages, eval_set, timings, method=method_of(config),
                  encode_pool=partial(_encode_pool, config, pages))
 
     evaluations = untrained_evaluations(run)
-    corpus, pretrain, model_0 = _corpus_and_pretraining(run, evaluations)
+    pretrain, model_0 = _pretraining(run, evaluations)
     made_with = fingerprint(pretrain_settings(config)) if pretrain and pretrain["used"] else None
     with timings.measure("encode"):
         encoded = _encode_pool(config, pages, model_0, run.path("round_0", "embeddings"), made_with)
@@ -181,7 +190,7 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     summary = {
         "evaluation_set": eval_set.source if eval_set else None, "evaluation_skipped": eval_missing or None,
         "labels": labels.names, "template": labels.pair_template, "templates": list(labels.prompts),
-        "pool": config.pool.source,
+        "pool": config.pool.source, "read_tokens": read_tokens,
         "corpus": corpus, "pretrain": pretrain, "pool_rows": encoded["rows"], "evaluations": evaluations,
         "rounds": rounds, "stop_reason": stop.reason, "chosen_round": best_round, "final_model": final_model,
         "chosen_head": head_kind(head),
@@ -201,17 +210,14 @@ def run_wcsbert(config: WCSBertConfig) -> dict[str, Any]:
     return summary
 
 
-def _corpus_and_pretraining(run: JobRun, evaluations: list[dict[str, Any]]) -> tuple[Any, Any, str]:
-    """Stage 1: the corpus (when pretraining or a Wikipedia pool needs it) and MNR pretraining on category
-    pairs; returns the corpus and pretraining summaries and M_0, the model self-training starts from."""
+def _pretraining(run: JobRun, evaluations: list[dict[str, Any]]) -> tuple[Any, str]:
+    """Stage 1: MNR pretraining on the corpus's category pairs; returns its summary and M_0, the model
+    self-training starts from."""
     config = run.config
-    corpus = pretrain = None
-    if config.pretrain.enabled or config.pool.source == "wikipedia":
-        with run.timings.measure("corpus"):
-            corpus = _stage_corpus(config, run.folder)
+    pretrain = None
     model_0 = config.encoder.model
     if not config.pretrain.enabled:
-        return corpus, pretrain, model_0
+        return pretrain, model_0
     with run.timings.measure("pretrain"):
         pretrain = pretrain_stage(config, run.folder)
     pretrain["used"] = pretrained_model_is_used(config.pretrain, pretrain)
@@ -226,7 +232,7 @@ def _corpus_and_pretraining(run: JobRun, evaluations: list[dict[str, Any]]) -> t
         evaluations.append({"stage": "pretrained", "scheme": label_scheme(config).name,
                             "accuracy": stored["accuracy"], "macro_f1": stored["macro_f1"]})
         _say(f"after pretraining: accuracy {stored['accuracy']:.4f}")
-    return corpus, pretrain, model_0
+    return pretrain, model_0
 
 
 def _deliver(run: JobRun, final_model: str, head) -> str:

@@ -12,7 +12,7 @@ import logging
 import shutil
 import time
 import traceback
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -47,7 +47,8 @@ class TrainingSpec(Settings):
     rounds: int = Field(..., ge=1)
     base_model: str  # the served model's name
     base_model_spec: str  # what it loads: bundled:minilm, a folder
-    max_length: int
+    max_length: int  # a round's training
+    read_max_length: int | Literal["auto"] = "auto"  # labelling and classifying (``WCSBert(max_length=...)``)
     batch_size: int
     lr: float
     cpus_per_worker: float
@@ -91,6 +92,7 @@ def train(spec: TrainingSpec) -> dict[str, Any]:
     from contrastext import WCSBert
     from contrastext.methods.training import load_text_encoder
     from contrastext.methods.wcsbert.config import READ_MAX_LENGTH, round_train
+    from contrastext.methods.wcsbert.read_length import auto_read_length
     from contrastext.storage import scratch_dir
 
     registry = ClassifierRegistry(spec.registry)
@@ -98,11 +100,16 @@ def train(spec: TrainingSpec) -> dict[str, Any]:
     work = scratch_dir("contrastext-classifier-")
     try:
         texts = read_texts(spec)
+        base_train = round_train()
         rounds: list[dict[str, Any]] = []
-        untrained_dev = None
-        if spec.dev is not None:
-            untrained_dev = dev_accuracy(load_text_encoder(spec.base_model_spec, READ_MAX_LENGTH), spec)
-        registry.update_status(spec.name, texts=len(texts), dev_accuracy_untrained=untrained_dev)
+        base = load_text_encoder(spec.base_model_spec, READ_MAX_LENGTH)
+        # settled here, as WCSBert would in fit, so that the untrained dev score reads what the rounds read
+        read_tokens = (auto_read_length(texts, base, seed=base_train.seed) if spec.read_max_length == "auto"
+                       else spec.read_max_length)
+        base = base.with_max_length(read_tokens)
+        untrained_dev = dev_accuracy(base, spec) if spec.dev is not None else None
+        registry.update_status(spec.name, texts=len(texts), read_tokens=int(base.max_length),
+                               dev_accuracy_untrained=untrained_dev)
         round_started = time.monotonic()
 
         def on_round(entry: dict[str, Any], encoder) -> None:
@@ -117,21 +124,20 @@ def train(spec: TrainingSpec) -> dict[str, Any]:
             registry.update_status(spec.name, round=entry["round"], rounds_done=rounds)
             round_started = time.monotonic()
 
-        base_train = round_train()
         train_config = base_train.model_copy(update={
             "batch_size": spec.batch_size, "optimizer": base_train.optimizer.model_copy(update={"lr": spec.lr}),
             "scaling": base_train.scaling.model_copy(update={"cpus_per_worker": spec.cpus_per_worker}),
             "in_process": spec.in_process,
             "encoder": base_train.encoder.model_copy(update={"max_length": spec.max_length})})
-        # reads texts at READ_MAX_LENGTH, as the job and the untrained dev score above (not the class's "auto")
         model = WCSBert(spec.base_model_spec, rounds=spec.rounds, template=spec.template, train=train_config,
-                        guard=spec.guard, max_length=READ_MAX_LENGTH, work_dir=work / "rounds")
+                        guard=spec.guard, max_length=int(base.max_length), work_dir=work / "rounds")
         model.fit(texts, spec.labels, spec.aliases, on_round=on_round)
         folder = model.save(work / "model")
         manifest = registry.publish(spec.name, folder, {
             "labels": spec.labels, "aliases": spec.aliases, "template": spec.template,
             "base_model": spec.base_model, "base_model_spec": spec.base_model_spec, "rounds": spec.rounds,
-            "texts": len(texts), "metrics": {"rounds": rounds, "dev_accuracy_untrained": untrained_dev,
+            "texts": len(texts), "read_tokens": int(base.max_length),
+            "metrics": {"rounds": rounds, "dev_accuracy_untrained": untrained_dev,
                         "chosen_round": model.chosen_round_, "chosen_head": model.chosen_head_,
                         "stop_reason": model.stop_reason_}})
         registry.update_status(spec.name, state="ready", version=manifest["version"], finished=now(),

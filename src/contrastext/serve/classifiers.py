@@ -158,6 +158,7 @@ def _checked_request(ingress: Any, body: CreateClassifierRequest) -> classifier_
         min_texts_per_label=settings.min_texts_per_label,
         dev=body.dev.model_dump() if body.dev is not None else None, rounds=rounds, base_model=base,
         base_model_spec=ingress.config.models[base].model, max_length=settings.max_length,
+        read_max_length=settings.read_max_length,
         batch_size=settings.batch_size, lr=settings.lr,
         cpus_per_worker=settings.cpus_per_worker, in_process=settings.train_in_process, guard=body.guard)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -153,8 +153,10 @@ class ClassifiersSettings(Settings):
     train_in_process: bool = Field(
         True, description="each round trains in the training's own actor, which reserves cpus_per_worker "
                           "(train.in_process: ~8 s less per round); false: a Ray Train worker group per round")
-    max_length: int = Field(64, gt=0, description="tokens per text while training (the job's round default); texts "
-                                                  "are read to label and classify them at 128, as the job does")
+    max_length: int = Field(64, gt=0, description="tokens per text while training (the job's round default)")
+    read_max_length: Annotated[int, Field(gt=0)] | Literal["auto"] = Field(
+        "auto", description="tokens per text read to label and classify it; auto (as the job and WCSBert): 128 where "
+                            "the median training text fits in 128 tokens, else 512")
     batch_size: int = Field(32, ge=2, description="pairs per training step (the job's round default)")
     lr: float = Field(2e-5, gt=0, description="peak learning rate of a round (the job's round default)")
     models_per_replica: int = Field(4, ge=1, description="trained classifiers a serving replica keeps (LRU)")

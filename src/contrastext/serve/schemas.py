@@ -223,6 +223,8 @@ class ClassifierStatus(BaseModel):
     round: int = Field(0, description="rounds finished")
     rounds_done: list[RoundOut] = Field(default_factory=list)
     texts: int | None = Field(None, description="texts self-trained on")
+    read_tokens: int | None = Field(None, description="tokens of each text read to label and classify it "
+                                                      "(read_max_length; auto settles it from the texts)")
     dev_accuracy_untrained: float | None = None
     guard_untrained: float | None = Field(None, description="the label-free guard score of the base model")
     chosen_round: int | None = Field(None, description="the round whose model is served (0: the base model's, "

@@ -50,8 +50,8 @@ def pretrain_stage(config: WCSBertConfig, run: str) -> dict[str, Any]:
     from contrastext.evaluators.category_retrieval import CategoryRetrievalEvaluator
     from contrastext.train import fit
 
-    train = config.pretrain.train.model_copy(update={"encoder": config.encoder.model_copy(
-        update={"max_length": config.pretrain.train.encoder.max_length})})
+    train = config.pretrain.train.model_copy(update={"encoder": config.encoder.at_length(
+        config.pretrain.train.encoder.max_length)})
     stage = Stage(JOB, "pretrain", storage.join(run, "pretrain"), pretrain_settings(config))
     done = stage.finished()
     if done is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -137,11 +137,11 @@ class PoolConfig(Settings):
 #: rounds train on a text's first 64 tokens (a lead's title and first sentence say its topic): half the
 #: compute of 128, which the pool's encoding keeps
 ROUND_MAX_LENGTH = 64
-#: the tokens of each text read to label, score and predict it by the job, Serve's classifiers, and the class
-#: where its texts are short (``max_length="auto"``; fewer where the model has fewer positions). Long texts gain
-#: from 512 (20 Newsgroups: 0.706 delivered against 0.645, so its configs read 512), but the Vital leads lose
-#: (the quick start delivered 0.821 and 0.835 at 512 against 0.838 and 0.855 at 128, two seeds). The job's pool
-#: is cut first, at ``pool.max_words`` (200 words, about 260 tokens)
+#: the tokens of each text read to label, score and predict it where the texts are short (``max_length="auto"``,
+#: the job's and the class's default; fewer where the model has fewer positions), and by Serve's classifiers.
+#: Long texts gain from 512 (20 Newsgroups: 0.706 delivered against 0.645), but the Vital leads lose (the quick
+#: start delivered 0.821 and 0.835 at 512 against 0.838 and 0.855 at 128, two seeds). The job measures its pool
+#: as it is encoded, cut at ``pool.max_words`` (200 words)
 READ_MAX_LENGTH = 128
 
 
@@ -241,13 +241,32 @@ class EncodeStageConfig(Settings):
     dtype: Literal["float16", "float32"] = "float16"
 
 
+class ReadEncoderConfig(EncoderConfig):
+    """M_base, and the tokens of each text read to label, score and predict it. ``auto`` is settled from the pool
+    when the job starts (``methods.wcsbert.read_length``), as ``WCSBert`` settles it from its texts."""
+
+    max_length: Annotated[int, Field(gt=0)] | Literal["auto"] = Field(
+        "auto", description="tokens read of each text at most; auto: 128 where the pool's median text (cut at "
+        "pool.max_words) fits in 128 tokens, else 512 (fewer where the model has fewer positions)")
+
+    def at_length(self, max_length: int) -> EncoderConfig:
+        """These settings reading ``max_length`` tokens, as the plain encoder settings a training takes."""
+        return EncoderConfig(**self.model_dump(exclude={"max_length"}), max_length=max_length)
+
+    def load(self, model=None, *, max_length: int | None = None, device: str | None = None,
+             backend: str | None = None):
+        if max_length is None and self.max_length == "auto":
+            raise ValueError("encoder.max_length is 'auto': settle it from the pool first "
+                             "(methods.wcsbert.read_length.settle_read_length)")
+        return super().load(model, max_length=max_length, device=device, backend=backend)
+
+
 class WCSBertConfig(Settings):
     """Zero-shot text classification by WC-SBERT: Wikipedia categories, then self-training on a label set."""
 
     data_dir: str | None = Field(None, description="datasets folder for relative paths; None: $CONTRASTEXT_DATA, "
                                                    "else ../shared/data")
-    encoder: EncoderConfig = Field(default_factory=lambda: EncoderConfig(max_length=READ_MAX_LENGTH),
-                                   description="M_base")
+    encoder: ReadEncoderConfig = Field(default_factory=ReadEncoderConfig, description="M_base")
     labels: LabelsConfig = Field(default_factory=LabelsConfig)
     corpus: CorpusStageConfig = Field(default_factory=CorpusStageConfig)
     pretrain: PretrainConfig = Field(default_factory=PretrainConfig)
@@ -258,6 +277,12 @@ class WCSBertConfig(Settings):
     plots: bool = True
     output: OutputConfig = Field(default_factory=lambda: OutputConfig(name="wcsbert"))
     ray: RayConfig = Field(default_factory=RayConfig)
+
+    @field_validator("encoder", mode="before")
+    @classmethod
+    def _plain_encoder_settings(cls, value: Any) -> Any:
+        return value.model_dump() if isinstance(value, EncoderConfig) and not isinstance(value, ReadEncoderConfig) \
+            else value
 
     def text_positives(self) -> TextPositivesConfig:
         """The rounds' text positives as this pool resolves them (same-label pairs on for a plain-text pool)."""

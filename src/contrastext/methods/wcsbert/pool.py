@@ -40,6 +40,19 @@ def iter_page_batches(pages: str, columns: Sequence[str], batch_rows: int = 8192
         yield from storage.parquet_file(f).iter_batches(batch_size=batch_rows, columns=list(columns))
 
 
+def first_texts(pages: str, rows: int, max_words: int) -> list[str]:
+    """The first ``rows`` texts of the pool, each cut at ``max_words`` as it is encoded (a record batch at a time:
+    a sample to measure the texts by, bounded whatever the pool's size)."""
+    from contrastext.data.h5store import first_words
+
+    texts: list[str] = []
+    for batch in iter_page_batches(pages, ["text"], batch_rows=min(rows, 8192)):
+        texts += [first_words(t, max_words) for t in batch.column("text").to_pylist() if t]
+        if len(texts) >= rows:
+            break
+    return texts[:rows]
+
+
 def iter_pages(pages: str, columns: Sequence[str]) -> Iterator[dict]:
     for batch in iter_page_batches(pages, columns):
         yield from batch.to_pylist()

@@ -4,16 +4,21 @@ Two lengths were measured. Short texts (the Vital leads, median 104 tokens; AG N
 the quick start's Vital leads delivered 1.7 and 2.0 points less at 512 (two seeds). Long ones (20 Newsgroups
 posts, median about 300; BBCSport articles, 383) gain from 512, since at 128 a text is its first paragraph
 (docs/methods/wcsbert.md, "How many tokens to read"). So ``auto`` reads 128 where the median text of a seeded
-sample fits in 128 tokens, else 512, or what the model can where that is fewer.
+sample fits in 128 tokens, else 512, or what the model can where that is fewer. The job settles it from the first
+texts of its pool as they are encoded (cut at ``pool.max_words``), before anything is encoded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from contrastext.methods.wcsbert.config import READ_MAX_LENGTH
+
+if TYPE_CHECKING:
+    from contrastext.methods.wcsbert.config import WCSBertConfig
 
 #: what ``auto`` reads of texts whose median is longer than READ_MAX_LENGTH tokens
 LONG_READ_MAX_LENGTH = 512
@@ -34,5 +39,31 @@ def median_tokens(texts: Sequence[str], tokenizer, sample: int = SAMPLE, seed: i
 def auto_read_length(texts: Sequence[str], encoder, seed: int = 0) -> int:
     """READ_MAX_LENGTH where the median text fits in it, else LONG_READ_MAX_LENGTH (the encoder then reads at
     most what its model can: ``TextEncoder.with_max_length``)."""
-    return READ_MAX_LENGTH if median_tokens(texts, encoder.tokenizer, seed=seed) <= READ_MAX_LENGTH \
-        else LONG_READ_MAX_LENGTH
+    return length_for(median_tokens(texts, encoder.tokenizer, seed=seed))
+
+
+def length_for(median: float) -> int:
+    """The tokens ``auto`` reads of texts whose median is ``median`` tokens long."""
+    return READ_MAX_LENGTH if median <= READ_MAX_LENGTH else LONG_READ_MAX_LENGTH
+
+
+#: the job measures this many of the pool's first texts (``auto_read_length`` then samples SAMPLE of them)
+POOL_TEXTS_MEASURED = 5 * SAMPLE
+
+
+def settle_read_length(config: "WCSBertConfig", pages: str) -> tuple["WCSBertConfig", dict[str, Any]]:
+    """The job's config with ``encoder.max_length`` a number of tokens: as given, or, for ``auto``, what
+    ``auto_read_length`` settles on the pool's first texts (no label read); and what was settled, from what."""
+    from contrastext.methods.wcsbert.pool import first_texts
+
+    asked = config.encoder.max_length
+    if asked != "auto":
+        return config, {"asked": asked, "tokens": asked}
+    texts = first_texts(pages, POOL_TEXTS_MEASURED, config.pool.max_words)
+    if not texts:
+        raise ValueError(f"encoder.max_length=auto: the pool at {pages} has no text to measure")
+    encoder = config.encoder.load(max_length=READ_MAX_LENGTH, device="cpu", backend="torch")
+    median = median_tokens(texts, encoder.tokenizer, seed=config.rounds.train.seed)
+    tokens = encoder.with_max_length(length_for(median)).max_length  # what the model can, where that is fewer
+    settled = config.model_copy(update={"encoder": config.encoder.model_copy(update={"max_length": tokens})})
+    return settled, {"asked": "auto", "tokens": tokens, "median_tokens": median, "texts_measured": len(texts)}
