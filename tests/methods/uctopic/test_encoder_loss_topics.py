@@ -54,6 +54,29 @@ def test_encode_equals_the_mean_of_span_token_states_and_shares_sentences(encode
     np.testing.assert_allclose(np.linalg.norm(masked, axis=1), 1.0, atol=1e-5)
 
 
+def test_a_forward_pass_holds_at_most_max_batch_tokens(encoder, monkeypatch):
+    """Long sentences come fewer to a pass, as TextEncoder's texts do; the vectors do not change."""
+    from contrastext.methods.uctopic import encoder as phrase_module
+
+    sentences = [f"Team {i} beat the visitors at home in the league on a cold evening." for i in range(12)]
+    spans = [(s, 0, s.index(" beat")) for s in sentences]
+    passes: list[tuple[int, int]] = []
+    forward = encoder.encoder.inference_token_states
+
+    def recorded(inputs):
+        passes.append(tuple(inputs["input_ids"].shape))
+        return forward(inputs)
+
+    monkeypatch.setattr(encoder.encoder, "inference_token_states", recorded)
+    whole = encoder.encode(spans, batch_size=64)
+    assert [rows for rows, _ in passes] == [12]
+    passes.clear()
+    monkeypatch.setattr(phrase_module, "MAX_BATCH_TOKENS", 4 * 32)  # four rows of 32 tokens
+    capped = encoder.encode(spans, batch_size=64)
+    assert [rows for rows, _ in passes] == [4, 4, 4] and all(rows * 32 <= 128 for rows, _ in passes)
+    np.testing.assert_allclose(capped, whole, atol=1e-5)
+
+
 def test_encode_draws_a_progress_bar_on_a_terminal_only_when_asked(encoder, stderr_terminal):
     terminal_stderr = stderr_terminal()
     spans = [("John Smith met officials from Reuters in Paris .", 0, 10)] * 6

@@ -17,7 +17,7 @@ from torch import nn
 from contrastext.console import progress_bar
 from contrastext.methods.uctopic.config import DEFAULT_PHRASE_VECTORS, PhraseVectors
 from contrastext.methods.uctopic.phrases import PhraseInstance
-from contrastext.models.encoder import TextEncoder, pick_device, pool
+from contrastext.models.encoder import MAX_BATCH_TOKENS, TextEncoder, pick_device, pool
 from contrastext.models.resolve import DEFAULT_MODEL, resolve_model_path
 
 PHRASE_CONFIG = "phrase_encoder.json"
@@ -160,7 +160,8 @@ class PhraseEncoder(nn.Module):
     @torch.inference_mode()
     def encode(self, spans: Sequence[Span | PhraseInstance], batch_size: int = 64, *, mask: bool = False,
                normalize: bool = True, max_length: int | None = None, show_progress: bool = False) -> np.ndarray:
-        """Phrase vectors [N, D] float32 in input order (length-sorted batches, bf16 autocast on GPU).
+        """Phrase vectors [N, D] float32 in input order (length-sorted batches of ``batch_size`` sentences, fewer
+        where they would pass ``MAX_BATCH_TOKENS`` padded tokens; bf16 autocast on GPU).
 
         Unmasked spans of the same sentence share one forward pass of that sentence. With ``in_context+alone``
         (not with ``mask``) each distinct phrase is also encoded once on its own; without ``normalize`` the
@@ -180,9 +181,11 @@ class PhraseEncoder(nn.Module):
         use_bf16 = self.device.type == "cuda" and self.encoder.bf16_on_gpu
         autocast = torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else nullcontext()
         progress = progress_bar(len(items), "phrases encoded", enabled=show_progress, unit="phrases")
+        # at most MAX_BATCH_TOKENS a forward pass, as TextEncoder.encode: a row is padded to max_length at most
+        sentences_per_pass = max(1, min(batch_size, MAX_BATCH_TOKENS // (max_length or self.max_length)))
         try:
-            for b in range(0, len(groups), batch_size):
-                chunk = groups[b:b + batch_size]
+            for b in range(0, len(groups), sentences_per_pass):
+                chunk = groups[b:b + sentences_per_pass]
                 rows = [i for g in chunk for i in g]
                 features = self.tokenize([items[i] for i in rows], [mask] * len(rows), max_length,
                                          phrases_alone=False)  # added below, once per distinct phrase
