@@ -7,7 +7,7 @@ import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -43,6 +43,8 @@ class Settings(BaseModel):
 
 
 BackendName = Literal["torch", "onnx", "onnx-int8", "auto"]
+#: tokens read of each text: a number, or ``auto`` (settled from the texts: ``methods.wcsbert.read_length``)
+ReadLength = Annotated[int, Field(gt=0)] | Literal["auto"]
 
 
 def backend_field(description: str) -> Any:

@@ -139,7 +139,8 @@ def _encode_pool(config: WCSBertConfig, pages: str, model: str, out: str,
     storage.delete(out)  # shards of another model or plan must not be mixed in
     enc = config.encoder
     summary = run_encode_corpus(EncodeCorpusConfig(
-        pages=str(pages), encoder=enc.model_copy(update={"model": model}), max_words=config.pool.max_words,
+        pages=str(pages), encoder=enc.at_length(enc.max_length).model_copy(update={"model": model}),
+        max_words=config.pool.max_words,
         rows_per_shard=config.encode.rows_per_shard, batch_size=config.encode.batch_size,
         scaling=config.encode.scaling, dtype=config.encode.dtype,
         output=OutputConfig(storage_path=storage.parent(out), name=storage.name(out)), ray=config.ray), table=False)

@@ -12,12 +12,12 @@ import logging
 import shutil
 import time
 import traceback
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import Field
 
-from contrastext.config import Settings
+from contrastext.config import ReadLength, Settings
 from contrastext.serve.registry import ClassifierRegistry, now
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class TrainingSpec(Settings):
     base_model: str  # the served model's name
     base_model_spec: str  # what it loads: bundled:minilm, a folder
     max_length: int  # a round's training
-    read_max_length: int | Literal["auto"] = "auto"  # labelling and classifying (``WCSBert(max_length=...)``)
+    read_max_length: ReadLength = "auto"  # labelling and classifying (``WCSBert(max_length=...)``)
     batch_size: int
     lr: float
     cpus_per_worker: float
@@ -102,13 +102,15 @@ def train(spec: TrainingSpec) -> dict[str, Any]:
         texts = read_texts(spec)
         base_train = round_train()
         rounds: list[dict[str, Any]] = []
+        # the length settled here, as WCSBert would in fit, so that the untrained dev score reads what the rounds
+        # read; the base model is let go before the rounds load their own
         base = load_text_encoder(spec.base_model_spec, READ_MAX_LENGTH)
-        # settled here, as WCSBert would in fit, so that the untrained dev score reads what the rounds read
-        read_tokens = (auto_read_length(texts, base, seed=base_train.seed) if spec.read_max_length == "auto"
-                       else spec.read_max_length)
-        base = base.with_max_length(read_tokens)
+        base = base.with_max_length(auto_read_length(texts, base, seed=base_train.seed)
+                                    if spec.read_max_length == "auto" else spec.read_max_length)
+        read_tokens = int(base.max_length)
         untrained_dev = dev_accuracy(base, spec) if spec.dev is not None else None
-        registry.update_status(spec.name, texts=len(texts), read_tokens=int(base.max_length),
+        del base
+        registry.update_status(spec.name, texts=len(texts), read_tokens=read_tokens,
                                dev_accuracy_untrained=untrained_dev)
         round_started = time.monotonic()
 
@@ -130,13 +132,13 @@ def train(spec: TrainingSpec) -> dict[str, Any]:
             "in_process": spec.in_process,
             "encoder": base_train.encoder.model_copy(update={"max_length": spec.max_length})})
         model = WCSBert(spec.base_model_spec, rounds=spec.rounds, template=spec.template, train=train_config,
-                        guard=spec.guard, max_length=int(base.max_length), work_dir=work / "rounds")
+                        guard=spec.guard, max_length=read_tokens, work_dir=work / "rounds")
         model.fit(texts, spec.labels, spec.aliases, on_round=on_round)
         folder = model.save(work / "model")
         manifest = registry.publish(spec.name, folder, {
             "labels": spec.labels, "aliases": spec.aliases, "template": spec.template,
             "base_model": spec.base_model, "base_model_spec": spec.base_model_spec, "rounds": spec.rounds,
-            "texts": len(texts), "read_tokens": int(base.max_length),
+            "texts": len(texts), "read_tokens": read_tokens,
             "metrics": {"rounds": rounds, "dev_accuracy_untrained": untrained_dev,
                         "chosen_round": model.chosen_round_, "chosen_head": model.chosen_head_,
                         "stop_reason": model.stop_reason_}})

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import Field, model_validator
 
-from contrastext.config import BackendName, RayConfig, Settings, backend_field
+from contrastext.config import BackendName, RayConfig, ReadLength, Settings, backend_field
 from contrastext.models.resolve import DEFAULT_MODEL
 from contrastext.zeroshot import DEFAULT_TEMPLATE, validate_template
 
@@ -154,7 +154,7 @@ class ClassifiersSettings(Settings):
         True, description="each round trains in the training's own actor, which reserves cpus_per_worker "
                           "(train.in_process: ~8 s less per round); false: a Ray Train worker group per round")
     max_length: int = Field(64, gt=0, description="tokens per text while training (the job's round default)")
-    read_max_length: Annotated[int, Field(gt=0)] | Literal["auto"] = Field(
+    read_max_length: ReadLength = Field(
         "auto", description="tokens per text read to label and classify it; auto (as the job and WCSBert): 128 where "
                             "the median training text fits in 128 tokens, else 512")
     batch_size: int = Field(32, ge=2, description="pairs per training step (the job's round default)")

@@ -250,9 +250,11 @@ def test_the_class_and_the_job_share_one_settings_object_and_its_defaults():
     assert from_job.config.model_dump(exclude={"text_positives", "train"}) == \
         job.rounds.model_dump(exclude={"text_positives", "train"})
     assert isinstance(WCSBert().teacher, PrototypeTeacher) and isinstance(from_job.teacher, PrototypeTeacher)
-    # the job reads its encoder.max_length; the class, by default, what its texts' length asks for (a round
-    # trains on fewer tokens in both)
-    assert from_job.max_length == job.encoder.max_length == 128 and WCSBert().max_length == "auto"
+    # both read, by default, what their texts' length asks for (the job settles it from its pool before the
+    # class sees it); a round trains on fewer tokens in both
+    assert job.encoder.max_length == WCSBert().max_length == "auto"
+    settled = job.model_copy(update={"encoder": job.encoder.model_copy(update={"max_length": 512})})
+    assert method_of(settled).max_length == 512
     assert from_job.train.encoder.max_length == job.rounds.train.encoder.max_length == 64
     # a keyword is one field of the settings; the whole block works the same
     assert isinstance(WCSBert(pseudo_labels="prompts").teacher, PromptTeacher)

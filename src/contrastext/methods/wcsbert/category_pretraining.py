@@ -43,7 +43,9 @@ def dev_pages(config: WCSBertConfig, pages_dir: str) -> tuple[list[str], list[li
 
 def pretrain_settings(config: WCSBertConfig) -> dict[str, Any]:
     """What the pretrained model depends on (its stage's marker compares them)."""
-    return {"pretrain": config.pretrain.model_dump(mode="json"), "encoder": config.encoder.model_dump()}
+    # the encoder as pretraining reads it: the tokens read to classify do not change it
+    return {"pretrain": config.pretrain.model_dump(mode="json"),
+            "encoder": config.encoder.at_length(config.pretrain.train.encoder.max_length).model_dump()}
 
 
 def pretrain_stage(config: WCSBertConfig, run: str) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -11,6 +11,7 @@ from contrastext.config import (
     OptimizerConfig,
     OutputConfig,
     RayConfig,
+    ReadLength,
     ScalingSettings,
     Settings,
     TrainConfig,
@@ -138,7 +139,7 @@ class PoolConfig(Settings):
 #: compute of 128, which the pool's encoding keeps
 ROUND_MAX_LENGTH = 64
 #: the tokens of each text read to label, score and predict it where the texts are short (``max_length="auto"``,
-#: the job's and the class's default; fewer where the model has fewer positions), and by Serve's classifiers.
+#: the default of the job, the class and Serve's classifiers; fewer where the model has fewer positions).
 #: Long texts gain from 512 (20 Newsgroups: 0.706 delivered against 0.645), but the Vital leads lose (the quick
 #: start delivered 0.821 and 0.835 at 512 against 0.838 and 0.855 at 128, two seeds). The job measures its pool
 #: as it is encoded, cut at ``pool.max_words`` (200 words)
@@ -245,7 +246,7 @@ class ReadEncoderConfig(EncoderConfig):
     """M_base, and the tokens of each text read to label, score and predict it. ``auto`` is settled from the pool
     when the job starts (``methods.wcsbert.read_length``), as ``WCSBert`` settles it from its texts."""
 
-    max_length: Annotated[int, Field(gt=0)] | Literal["auto"] = Field(
+    max_length: ReadLength = Field(
         "auto", description="tokens read of each text at most; auto: 128 where the pool's median text (cut at "
         "pool.max_words) fits in 128 tokens, else 512 (fewer where the model has fewer positions)")
 

@@ -66,8 +66,8 @@ class WCSBert:
     prompts (``methods.wcsbert.pseudo_pairs``). ``max_length``: tokens read of each text to label, score and
     predict it, an encoder object given included (fewer where the model has fewer positions; a round trains on
     ``train.encoder.max_length``). The default, ``"auto"``, reads 128 where the median text fits in 128 tokens,
-    else 512 (``methods.wcsbert.read_length``); a number reads that many (the job reads its
-    ``encoder.max_length``, 128 unless set). ``max_length_`` is the length read.
+    else 512 (``methods.wcsbert.read_length``; the job settles its ``encoder.max_length`` the same way from its
+    pool); a number reads that many. ``max_length_`` is the length read.
     ``predict_proba`` is a softmax of the label scores (cosines) over ``temperature``.
 
     ``guard`` (on by default, as in the job): the label-free check of ``methods.wcsbert.guard`` over a seeded

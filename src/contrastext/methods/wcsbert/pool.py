@@ -40,16 +40,26 @@ def iter_page_batches(pages: str, columns: Sequence[str], batch_rows: int = 8192
         yield from storage.parquet_file(f).iter_batches(batch_size=batch_rows, columns=list(columns))
 
 
-def first_texts(pages: str, rows: int, max_words: int) -> list[str]:
-    """The first ``rows`` texts of the pool, each cut at ``max_words`` as it is encoded (a record batch at a time:
-    a sample to measure the texts by, bounded whatever the pool's size)."""
+#: row groups a sample of the pool is drawn from at most (each read whole: the corpus writes 2,048 pages a group)
+SAMPLE_ROW_GROUPS = 50
+
+
+def sample_texts(pages: str, rows: int, max_words: int, seed: int = 0) -> list[str]:
+    """A seeded sample of about ``rows`` texts of the pool, each cut at ``max_words`` as it is encoded (empty
+    texts left out): an even share of ``rows`` from each of up to SAMPLE_ROW_GROUPS row groups drawn at random
+    across the pool's files, so memory is bounded by those groups whatever the pool's size, and a pool stored
+    in some order (by source, by label) is not measured on its first rows only."""
     from contrastext.data.h5store import first_words
 
+    rng = np.random.default_rng(seed)
+    groups = [(f, g) for f in pages_files(pages) for g in range(storage.parquet_file(f).metadata.num_row_groups)]
+    chosen = [groups[i] for i in rng.permutation(len(groups))[:SAMPLE_ROW_GROUPS]]
+    share = -(-rows // max(1, len(chosen)))
     texts: list[str] = []
-    for batch in iter_page_batches(pages, ["text"], batch_rows=min(rows, 8192)):
-        texts += [first_words(t, max_words) for t in batch.column("text").to_pylist() if t]
-        if len(texts) >= rows:
-            break
+    for f, g in chosen:
+        column = [t for t in storage.parquet_file(f).read_row_group(g, columns=["text"]).column("text").to_pylist()
+                  if t]
+        texts += [first_words(column[i], max_words) for i in sorted(rng.permutation(len(column))[:share])]
     return texts[:rows]
 
 

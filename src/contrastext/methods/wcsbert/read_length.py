@@ -47,23 +47,22 @@ def length_for(median: float) -> int:
     return READ_MAX_LENGTH if median <= READ_MAX_LENGTH else LONG_READ_MAX_LENGTH
 
 
-#: the job measures this many of the pool's first texts (``auto_read_length`` then samples SAMPLE of them)
-POOL_TEXTS_MEASURED = 5 * SAMPLE
-
-
 def settle_read_length(config: "WCSBertConfig", pages: str) -> tuple["WCSBertConfig", dict[str, Any]]:
-    """The job's config with ``encoder.max_length`` a number of tokens: as given, or, for ``auto``, what
-    ``auto_read_length`` settles on the pool's first texts (no label read); and what was settled, from what."""
-    from contrastext.methods.wcsbert.pool import first_texts
+    """The job's config with ``encoder.max_length`` the tokens its model will read of each text: the number given,
+    or, for ``auto``, ``length_for`` the median of a seeded sample of SAMPLE pool texts as they are encoded (no
+    label read), either lowered to what the model has positions for; and what was settled, from what."""
+    from contrastext.methods.wcsbert.pool import sample_texts
 
     asked = config.encoder.max_length
-    if asked != "auto":
-        return config, {"asked": asked, "tokens": asked}
-    texts = first_texts(pages, POOL_TEXTS_MEASURED, config.pool.max_words)
-    if not texts:
-        raise ValueError(f"encoder.max_length=auto: the pool at {pages} has no text to measure")
     encoder = config.encoder.load(max_length=READ_MAX_LENGTH, device="cpu", backend="torch")
-    median = median_tokens(texts, encoder.tokenizer, seed=config.rounds.train.seed)
-    tokens = encoder.with_max_length(length_for(median)).max_length  # what the model can, where that is fewer
-    settled = config.model_copy(update={"encoder": config.encoder.model_copy(update={"max_length": tokens})})
-    return settled, {"asked": "auto", "tokens": tokens, "median_tokens": median, "texts_measured": len(texts)}
+    read: dict[str, Any] = {"asked": asked}
+    if asked == "auto":
+        texts = sample_texts(pages, SAMPLE, config.pool.max_words, seed=config.rounds.train.seed)
+        if not texts:
+            raise ValueError(f"encoder.max_length=auto: the pool at {pages} has no text to measure")
+        read["median_tokens"] = median_tokens(texts, encoder.tokenizer)
+        read["texts_measured"] = len(texts)
+        asked = length_for(read["median_tokens"])
+    read["tokens"] = int(encoder.with_max_length(asked).max_length)
+    settled = config.model_copy(update={"encoder": config.encoder.model_copy(update={"max_length": read["tokens"]})})
+    return settled, read
