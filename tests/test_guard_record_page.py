@@ -100,7 +100,8 @@ def test_auto_keeps_a_set_read_at_more_than_128_tokens_beside_the_draws_folder()
 
 
 def test_the_shipped_rule_is_the_guards_margins_and_the_blend():
-    assert guard_record.SHIPPED.endswith(f"+{PROTOTYPE_MARGIN} else prompts (round 0) / blend (trained)")
+    assert guard_record.ROUND_BY_PROMPTS.endswith(f"+{PROTOTYPE_MARGIN} else prompts (round 0) / blend (trained)")
+    assert guard_record.SHIPPED in guard_record.RULES
     assert guard_record.MARGINS.endswith(f"+{PROTOTYPE_MARGIN} (round 0) / +{TRAINED_PROTOTYPE_MARGIN} (trained)")
     # the second draw was made under the margins alone, which its page marks as shipped
     summary = json.loads(guard_record.summary_path(1).read_text(encoding="utf-8"))
@@ -139,25 +140,50 @@ def test_a_record_delivers_what_the_rule_chooses():
     assert guard_record.RULES[guard_record.EARLIER](record) == (1, "prototypes")
     assert guard_record.RULES[guard_record.MARGINS](record) == (1, "prompts")
     # a record made before the blend head: the shipped rule falls back to the margins
-    assert guard_record.RULES[guard_record.SHIPPED](record) == (1, "prompts")
+    assert guard_record.RULES[guard_record.ROUND_BY_PROMPTS](record) == (1, "prompts")
     # with the blend recorded, a trained round is delivered with it
     for r in ("0", "1", "2"):
         record["candidates"][r]["blend"] = dict(record["candidates"][r]["prompts"], accuracy=0.9)
-    assert guard_record.RULES[guard_record.SHIPPED](record) == (1, "blend")
+    assert guard_record.RULES[guard_record.ROUND_BY_PROMPTS](record) == (1, "blend")
     assert guard_record.set_summary(record)["oracle"]["head"] == "blend"
     # the round-0 model kept: its prototypes where they lead by the margin, else its prompts
     record["candidates"]["1"]["prompts"]["trained"]["guard"] = 0.3
-    assert guard_record.RULES[guard_record.SHIPPED](record) == (0, "prototypes")  # guard 0.5 against 0.4
+    assert guard_record.RULES[guard_record.ROUND_BY_PROMPTS](record) == (0, "prototypes")  # guard 0.5 against 0.4
     blend_0 = record["candidates"]["0"]["blend"]
     record["candidates"]["0"] = candidate({"prompts": 0.6, "prototypes": 0.7}, {"prompts": 0.4, "prototypes": 0.43})
     record["candidates"]["0"]["blend"] = blend_0
-    assert guard_record.RULES[guard_record.SHIPPED](record) == (0, "prompts")
-    assert guard_record.RULES[guard_record.SHIPPED.replace("else prompts", "else blend")](record) == (0, "blend")
+    assert guard_record.RULES[guard_record.ROUND_BY_PROMPTS](record) == (0, "prompts")
+    blend_0 = guard_record.ROUND_BY_PROMPTS.replace("else prompts", "else blend")
+    assert guard_record.RULES[blend_0](record) == (0, "blend")
     # a round is kept where it raises the guard, and with a margin only where it raises it by more than that
     record["candidates"]["1"]["prompts"]["trained"]["guard"] = 0.404  # round 0's prompts: 0.4
     record["candidates"]["2"]["prompts"]["trained"]["guard"] = 0.3
-    margin = guard_record.SHIPPED.replace("round, ", "round by +0.005, ")
-    assert guard_record.RULES[guard_record.SHIPPED](record) == (1, "blend")
+    margin = guard_record.ROUND_BY_PROMPTS.replace("round, ", "round by +0.005, ")
+    assert guard_record.RULES[guard_record.ROUND_BY_PROMPTS](record) == (1, "blend")
     assert guard_record.RULES[margin](record) == (0, "prompts")
     record["candidates"]["1"]["prompts"]["trained"]["guard"] = 0.406
     assert guard_record.RULES[margin](record) == (1, "blend")
+
+
+def test_the_shipped_rule_leaves_round_0_by_the_prompts_and_a_trained_round_by_the_blend():
+    """As ``methods.wcsbert.stopping.RoundStop`` chooses (tests/methods/wcsbert/test_rounds.py)."""
+    def candidate(accuracy: float, prompts: float, prototypes: float, blend: float) -> dict:
+        def entry(guard: float) -> dict:
+            part = {"guard": guard, "kappa0": guard, "anchored": 1.0, "kappa_own": guard, "agreement": 0.9}
+            return {"accuracy": accuracy, "macro_f1": accuracy, "trained": part, "held_out": part}
+        return {"prompts": entry(prompts), "prototypes": entry(prototypes), "blend": entry(blend)}
+
+    # round 2's prompts rise, its blend falls: the old rule delivers round 2, the shipped one round 1
+    record = {"candidates": {"0": candidate(0.6, 0.50, 0.52, 0.60), "1": candidate(0.8, 0.55, 0.56, 0.58),
+                             "2": candidate(0.7, 0.57, 0.60, 0.57)}}
+    assert guard_record.RULES[guard_record.ROUND_BY_PROMPTS](record) == (2, "blend")
+    assert guard_record.RULES[guard_record.SHIPPED](record) == (1, "blend")
+    # round 1's prompts do not beat round 0's: round 0, with its prototypes where they lead by the margin
+    record["candidates"]["1"] = candidate(0.8, 0.49, 0.70, 0.90)
+    assert guard_record.RULES[guard_record.SHIPPED](record) == (0, "prompts")
+    record["candidates"]["0"] = candidate(0.6, 0.50, 0.56, 0.60)
+    assert guard_record.RULES[guard_record.SHIPPED](record) == (0, "prototypes")
+    # a record made before the blend head: the margins, as the rule shipped then
+    for r in record["candidates"].values():
+        del r["blend"]
+    assert guard_record.RULES[guard_record.SHIPPED](record) == guard_record.RULES[guard_record.MARGINS](record)

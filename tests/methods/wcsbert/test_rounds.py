@@ -136,3 +136,32 @@ def test_a_kept_round_is_delivered_with_the_blend_also_when_read_back():
     # the round-0 model kept: its prototypes, which lead its prompts by more than the margin
     kept_0 = run_rounds(Runner(), "m0", 1, RoundStop(1, guard_0=0.50), BlendGuard({**values, "m1": (0.4, 0.9)}))
     assert kept_0.chosen_round == 0 and kept_0.head.kind == "prototypes"
+
+
+class ThreeHeadGuard(Guard):
+    """``values[model]`` is (prompt head, prototype head, blend), each scored on its own."""
+
+    heads = ("prompts", "prototypes", "blend")
+
+    def score(self, model: str | None = None) -> HeadScores:
+        name = model or "m0"
+        self.scored.append(name)
+        return HeadScores({kind: GuardScore(value, 1.0) for kind, value in zip(self.heads, self.values[name])},
+                          {kind: _head(kind, name) for kind in self.heads}, trained=model is not None)
+
+
+def test_the_round_0_model_is_left_by_the_prompts_score_and_a_trained_round_by_the_blends():
+    # the prompts rise in round 2, but the blend it would be delivered with falls: round 1 is kept
+    values = {"m0": (0.50, 0.52, 0.60), "m1": (0.55, 0.56, 0.58), "m2": (0.57, 0.60, 0.57)}
+    outcome = run_rounds(Runner(), "m0", 2, RoundStop(2, guard_0=0.50), ThreeHeadGuard(values))
+    assert outcome.chosen_round == 1 and outcome.head.kind == "blend"
+    assert "did not improve for 1 round" in outcome.stop.reason
+    # round 1 leaves the round-0 model on its prompts' score (0.55 > 0.50), though its blend is below round 0's
+    assert outcome.records[0]["guard_heads"]["blend"] < values["m0"][2]
+    # the blend rising in round 2 keeps it, as the prompts falling below round 1's does not stop it
+    rising = {**values, "m2": (0.54, 0.50, 0.59)}
+    assert run_rounds(Runner(), "m0", 2, RoundStop(2, guard_0=0.50), ThreeHeadGuard(rising)).chosen_round == 2
+    # a round whose prompts do not beat the round-0 model's is not kept, whatever its blend
+    flat = {**values, "m1": (0.49, 0.70, 0.90)}
+    kept_0 = run_rounds(Runner(), "m0", 2, RoundStop(2, guard_0=0.50), ThreeHeadGuard(flat))
+    assert kept_0.chosen_round == 0 and len(kept_0.records) == 1

@@ -190,7 +190,8 @@ class RoundsConfig(Settings):
         ["prompts", "prototypes", "blend"], min_length=1,
         description="the heads the guard scores each model with: the label prompts, the prototypes of the "
                     "model's own labels of the guard's sample, and their blend (methods.wcsbert.heads); the first "
-                    "head's score chooses the round; a trained model is delivered with the blend where asked for, "
+                    "head's score decides whether a round beats the round-0 model, the delivered head's whether it "
+                    "beats an earlier round; a trained model is delivered with the blend where asked for, "
                     "else another head where it scores clearly better (methods.wcsbert.guard); the prompts alone with "
                     "reencode: false")
     guard_neighbours: int = Field(10, ge=1)

@@ -18,7 +18,9 @@ product of two parts:
 
 A model can be delivered with any head asked for (``methods.wcsbert.heads``): its label prompts, the prototypes
 of its own pool labels, or their blend. The guard scores each head's labels the same way; the prompt head's
-score chooses the round. With the blend asked for (the default), a trained model is delivered with it: on
+score decides whether a round beats the round-0 model, and the score of the head a trained round is delivered
+with whether it beats an earlier round (``methods.wcsbert.stopping``). With the blend asked for (the default), a
+trained model is delivered with it: on
 the unskewed label sets of ``benchmarks/heads_tokens.py`` a trained model's blend came within 0.009 of its
 better head (on a skewed 20 Newsgroups, up to 2.1 points below its prompts; benchmarks/guard_record.py --seed 4).
 The untrained model is delivered with its prototypes where they score clearly better than its prompts
@@ -67,7 +69,8 @@ TRAINED_PROTOTYPE_MARGIN = 0.10
 @dataclass(frozen=True)
 class HeadScores:
     """The guard's score of each head one model could be delivered with, and those heads. The first head
-    asked for (the prompts, by default) gives the model's score, which chooses the round. A trained model is
+    asked for (the prompts, by default) gives the model's score, which decides whether a round beats the round-0
+    model (``methods.wcsbert.stopping``). A trained model is
     delivered with the blend where it was asked for; otherwise a head other than the blend is delivered where
     its score beats the first's by more than ``margin``, else the first."""
 
