@@ -166,7 +166,8 @@ def test_a_record_delivers_what_the_rule_chooses():
 
 
 def test_the_shipped_rule_leaves_round_0_by_the_prompts_and_a_trained_round_by_the_blend():
-    """As ``methods.wcsbert.stopping.RoundStop`` chooses (tests/methods/wcsbert/test_rounds.py)."""
+    """As ``methods.wcsbert.stopping.RoundStop`` chooses with the blend among the heads (the default;
+    tests/methods/wcsbert/test_rounds.py)."""
     def candidate(accuracy: float, prompts: float, prototypes: float, blend: float) -> dict:
         def entry(guard: float) -> dict:
             part = {"guard": guard, "kappa0": guard, "anchored": 1.0, "kappa_own": guard, "agreement": 0.9}
@@ -183,7 +184,11 @@ def test_the_shipped_rule_leaves_round_0_by_the_prompts_and_a_trained_round_by_t
     assert guard_record.RULES[guard_record.SHIPPED](record) == (0, "prompts")
     record["candidates"]["0"] = candidate(0.6, 0.50, 0.56, 0.60)
     assert guard_record.RULES[guard_record.SHIPPED](record) == (0, "prototypes")
-    # a record made before the blend head: the margins, as the rule shipped then
+    # a record made before the blend head: the margins, as the rule shipped then (round 1's prototypes lead its
+    # prompts by more than the trained margin)
+    record["candidates"]["1"] = candidate(0.8, 0.55, 0.70, 0.58)
+    record["candidates"]["2"] = candidate(0.7, 0.54, 0.60, 0.57)
     for r in record["candidates"].values():
         del r["blend"]
-    assert guard_record.RULES[guard_record.SHIPPED](record) == guard_record.RULES[guard_record.MARGINS](record)
+    assert guard_record.RULES[guard_record.SHIPPED](record) == guard_record.RULES[guard_record.MARGINS](record) \
+        == (1, "prototypes")

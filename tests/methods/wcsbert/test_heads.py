@@ -1,7 +1,7 @@
 """The heads a WC-SBERT model can be delivered with: its label prompts, the prototypes of its own labels, or
-their blend; the guard scores each, the prompts' score chooses the round, a trained model is delivered with
-the blend where it is asked for, and otherwise the prototypes only where they score clearly better; a head is
-saved and loaded with its kind."""
+their blend; the guard scores each, the prompts' score is the model's (whether a round beats the untrained
+model), a trained model is delivered with the blend where it is asked for, and otherwise the prototypes only
+where they score clearly better; a head is saved and loaded with its kind."""
 
 import numpy as np
 import pytest
@@ -102,7 +102,7 @@ def test_a_trained_model_is_delivered_with_the_blend_where_it_is_asked_for():
                            "blend": GuardScore(blend, 1.0)}, {}, 0.05, trained)
 
     assert scores(0.3, trained=True).best == scores(0.9, trained=True, prototypes=0.9).best == "blend"
-    assert scores(0.9, trained=True).value == 0.5  # the round is still chosen by the prompts' score
+    assert scores(0.9, trained=True).value == 0.5  # the model's score is its prompts'
     # the round-0 model: its prototypes with a lead over its prompts larger than the margin, else its prompts
     assert scores(0.3, trained=False, prototypes=0.56).best == "prototypes"
     assert scores(0.3, trained=False, prototypes=0.54).best == scores(0.9, trained=False).best == "prompts"

@@ -155,7 +155,7 @@ def test_the_round_0_model_is_left_by_the_prompts_score_and_a_trained_round_by_t
     values = {"m0": (0.50, 0.52, 0.60), "m1": (0.55, 0.56, 0.58), "m2": (0.57, 0.60, 0.57)}
     outcome = run_rounds(Runner(), "m0", 2, RoundStop(2, guard_0=0.50), ThreeHeadGuard(values))
     assert outcome.chosen_round == 1 and outcome.head.kind == "blend"
-    assert "did not improve for 1 round" in outcome.stop.reason
+    assert outcome.stop.reason.startswith("the blend head's guard score did not improve for 1 round")
     # round 1 leaves the round-0 model on its prompts' score (0.55 > 0.50), though its blend is below round 0's
     assert outcome.records[0]["guard_heads"]["blend"] < values["m0"][2]
     # the blend rising in round 2 keeps it, as the prompts falling below round 1's does not stop it
@@ -165,3 +165,11 @@ def test_the_round_0_model_is_left_by_the_prompts_score_and_a_trained_round_by_t
     flat = {**values, "m1": (0.49, 0.70, 0.90)}
     kept_0 = run_rounds(Runner(), "m0", 2, RoundStop(2, guard_0=0.50), ThreeHeadGuard(flat))
     assert kept_0.chosen_round == 0 and len(kept_0.records) == 1
+
+
+def test_without_the_blend_the_prompt_heads_score_chooses_between_trained_rounds():
+    """A rule between rounds delivered with their prototypes was never measured: the prompts decide there."""
+    guard = Guard({"m0": (0.50, 0.50), "m1": (0.55, 0.70), "m2": (0.57, 0.68)})
+    outcome = run_rounds(Runner(), "m0", 2, RoundStop(2, guard_0=0.50), guard)
+    assert [r["head"] for r in outcome.records] == ["prototypes", "prototypes"]
+    assert outcome.chosen_round == 2 and outcome.stop.reason == "all rounds run"

@@ -12,9 +12,10 @@ class RoundStop:
     fewer than ``min_change`` of the pseudo-labels changed.
 
     With the guard, a trained round beats the round-0 model where its prompt head's score is higher, and a
-    trained round beats another delivered with the same head (the blend, by default) where that head's score is
-    higher: between two trained rounds that is the choice being made (delivered with different heads, the
-    prompts' scores decide, since a prototype head's score runs higher than a prompt head's). Written down before
+    trained round delivered with the blend (the default) beats an earlier one delivered with it where the blend's
+    score is higher: between two trained rounds that is the choice being made. Otherwise (heads without the
+    blend) the prompt head's score decides, as before: a prototype head's score runs higher than a prompt
+    head's, and a rule between prototype-delivered rounds was never measured. Written down before
     the guard record's ninth draw (``benchmarks/guard_record.py --seed 9``), it lost 0.63 points there against
     the best round and head on average, the prompt head's score alone 0.80; over the 62 label sets of six draws,
     0.56 against 0.69."""
@@ -26,6 +27,7 @@ class RoundStop:
         self.use_dev = use_dev
         self.best_round, self.best_value, self.stale = 0, None if use_dev else guard_0, 0
         self.best_record: dict[str, Any] | None = None
+        self.deciding = "the label-free guard"  # named in ``reason``
         self.reason = "all rounds run" if rounds else "no rounds configured"
 
     def _improves(self, record: dict[str, Any], value: float) -> bool:
@@ -34,9 +36,11 @@ class RoundStop:
         best = self.best_record
         if self.use_dev or best is None:  # a dev set, or the round-0 model as the best so far
             return value > self.best_value
-        head, scores, best_scores = record.get("head"), record.get("guard_heads") or {}, best.get("guard_heads") or {}
-        if head == best.get("head") and head in scores and head in best_scores:
-            return scores[head] > best_scores[head]
+        scores, best_scores = record.get("guard_heads") or {}, best.get("guard_heads") or {}
+        if record.get("head") == best.get("head") == "blend" and "blend" in scores and "blend" in best_scores:
+            self.deciding = "the blend head's guard score"
+            return scores["blend"] > best_scores["blend"]
+        self.deciding = "the label-free guard"
         return value > self.best_value
 
     def after(self, record: dict[str, Any]) -> bool:
@@ -50,7 +54,7 @@ class RoundStop:
             else:
                 self.stale += 1
             if self.stale >= self.patience:
-                signal = "dev accuracy" if self.use_dev else "the label-free guard"
+                signal = "dev accuracy" if self.use_dev else self.deciding
                 self.reason = (f"{signal} did not improve for {self.stale} round(s); kept "
                                f"{'round ' + str(self.best_round) if self.best_round else 'the round-0 model'}")
                 return True
