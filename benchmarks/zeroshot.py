@@ -130,11 +130,12 @@ def labelled_probe(run: Path, config: WCSBertConfig) -> float:
 
     from contrastext.data.paths import data_root
     from contrastext.methods.wcsbert.evaluation import load_eval_set
+    from contrastext.methods.wcsbert.read_length import settle_read_length
 
     pool, gold, _ = _pool_gold(run, config)
     known = gold >= 0
-    read_tokens = json.loads((run / "metrics.json").read_text())["read_tokens"]["tokens"]  # what the run read
-    encoder = config.encoder.load(max_length=read_tokens)
+    config, _ = settle_read_length(config, str(run / "pool" / "pages.parquet"))  # what the run read (seeded)
+    encoder = config.encoder.load()
     features = np.asarray(encoder.encode([t for t, k in zip(pool, known) if k], batch_size=64))
     eval_set, reason = load_eval_set(config, data_root(config.data_dir))
     if eval_set is None:
