@@ -395,7 +395,7 @@ def leave_then_delivered(record: dict, part: str, score: Callable[[dict], float]
             break
         best = r
     if best:
-        return best, "blend" if "blend" in candidates[str(best)] else "prompts"
+        return best, "blend"
     gain = _value(candidates["0"], "prototypes", part, "guard") - _value(candidates["0"], "prompts", part, "guard")
     return 0, "prototypes" if gain > PROTOTYPE_MARGIN else "prompts"
 
@@ -421,8 +421,7 @@ for _part in ("trained", "held_out"):
               "(trained)"] = lambda rec, p=_part, m=_round_margin: round_then_head(rec, p, 0.05, "blend", "prompts", m)
     # written down before the ninth draw was run: between trained rounds, the score of the head delivered
     RULES[f"guard ({_part}) round 0 left by the prompts, then by the blend's guard"] = (
-        lambda rec, p=_part: leave_then_delivered(rec, p, lambda c: _value(c, "blend" if "blend" in c else "prompts",
-                                                                           p, "guard")))
+        lambda rec, p=_part: leave_then_delivered(rec, p, lambda c: _value(c, "blend", p, "guard")))
     RULES[f"guard ({_part}) round 0 left by the prompts, then by the heads' mean guard"] = (
         lambda rec, p=_part: leave_then_delivered(rec, p, lambda c: float(np.mean([_value(c, h, p, "guard")
                                                                                    for h in c]))))

@@ -52,13 +52,13 @@ def sample_texts(pages: str, rows: int, max_words: int, seed: int = 0) -> list[s
     from contrastext.data.h5store import first_words
 
     rng = np.random.default_rng(seed)
-    groups = [(f, g) for f in pages_files(pages) for g in range(storage.parquet_file(f).metadata.num_row_groups)]
+    files = [storage.parquet_file(f) for f in pages_files(pages)]  # each opened once
+    groups = [(file, g) for file in files for g in range(file.metadata.num_row_groups)]
     chosen = [groups[i] for i in rng.permutation(len(groups))[:SAMPLE_ROW_GROUPS]]
     share = -(-rows // max(1, len(chosen)))
     texts: list[str] = []
-    for f, g in chosen:
-        column = [t for t in storage.parquet_file(f).read_row_group(g, columns=["text"]).column("text").to_pylist()
-                  if t]
+    for file, g in chosen:
+        column = [t for t in file.read_row_group(g, columns=["text"]).column("text").to_pylist() if t]
         texts += [first_words(column[i], max_words) for i in sorted(rng.permutation(len(column))[:share])]
     return texts[:rows]
 

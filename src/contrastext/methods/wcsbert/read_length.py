@@ -4,8 +4,8 @@ Two lengths were measured. Short texts (the Vital leads, median 104 tokens; AG N
 the quick start's Vital leads delivered 1.7 and 2.0 points less at 512 (two seeds). Long ones (20 Newsgroups
 posts, median about 300; BBCSport articles, 383) gain from 512, since at 128 a text is its first paragraph
 (docs/methods/wcsbert.md, "How many tokens to read"). So ``auto`` reads 128 where the median text of a seeded
-sample fits in 128 tokens, else 512, or what the model can where that is fewer. The job settles it from the first
-texts of its pool as they are encoded (cut at ``pool.max_words``), before anything is encoded.
+sample fits in 128 tokens, else 512, or what the model can where that is fewer. The job settles it from a seeded
+sample of its pool's texts as they are encoded (cut at ``pool.max_words``), before anything is encoded.
 """
 
 from __future__ import annotations
