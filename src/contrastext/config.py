@@ -144,6 +144,13 @@ class TrainConfig(Settings):
                           "pseudo-label) are not each other's negatives; a negative or missing value is no group")
     no_duplicates: bool = Field(True, description="pair losses: never put the same string twice in a batch")
     shuffle_buffer_rows: int = Field(10_000, ge=0, description="per-worker shuffle buffer, reseeded every epoch")
+    # left out of a dump at its default, so done-markers written before it existed still match
+    preserve_order: bool = Field(
+        True, exclude_if=lambda value: value,
+        description="hand a worker the training rows in the dataset's block order, so that a seed gives the same "
+                    "model run to run on one worker (Ray Data otherwise passes blocks on as they finish: a "
+                    "dataset of several files came in another order each run); false: no worker waits for a slow "
+                    "block")
     checkpoint_every_steps: int | None = Field(500, ge=1, description="None: only at the end of each epoch")
     keep_checkpoints: int = Field(2, ge=1)
     # left out of a dump while unset, so done-markers written before it existed still match (and no marker

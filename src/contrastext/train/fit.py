@@ -79,11 +79,16 @@ class FitResult:
         return None
 
 
-def data_config(objective: Objective):
-    """Split the dataset over the workers, or give each all of it when the objective plans the split itself."""
+def data_config(objective: Objective, preserve_order: bool = True):
+    """Split the dataset over the workers, or give each all of it when the objective plans the split itself;
+    with ``preserve_order`` the blocks reach the workers in the dataset's order (``TrainConfig.preserve_order``).
+    Ray Train replaces the dataset's own execution options with these."""
     import ray.train
 
-    return ray.train.DataConfig(datasets_to_split="all" if objective.split_dataset else [])
+    options = ray.train.DataConfig.default_ingest_options()
+    options.preserve_order = preserve_order
+    return ray.train.DataConfig(datasets_to_split="all" if objective.split_dataset else [],
+                                execution_options=options)
 
 
 @contextmanager
@@ -123,6 +128,8 @@ def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
     total_steps = objective.planned_steps(ds, rows)
     run_dir = output.run_dir()
     in_process = config.trains_in_process()
+    if in_process:  # Ray Train's local mode hands the dataset over as it is: no DataConfig applies
+        ds.context.execution_options.preserve_order = config.preserve_order
     loop_config = {"train": config.model_dump(mode="json"), "total_steps": total_steps, "eval_fn": eval_fn,
                    # the objective's class travels by reference: a worker unpickling it imports its module
                    "objective": type(objective)}
@@ -148,7 +155,7 @@ def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
             callbacks=None if in_process else HistoryCallback(run_dir).callbacks(),
         ),
         datasets={"train": ds},
-        dataset_config=data_config(objective),
+        dataset_config=data_config(objective, config.preserve_order),
     )
     started = time.perf_counter()
     with _calling_process_kept() if in_process else nullcontext():
