@@ -1,14 +1,17 @@
 """Where an int8 export loses its accuracy: the int8 check's mean cosine with fp32 when only some MatMuls are
-quantized. A model whose int8 export fails the check (``bundled:mpnet``: 0.892 < 0.99) runs fp32 ONNX or torch;
-this shows which layers cost the most.
+quantized. A model whose int8 export fails the check with every MatMul in int8 (``bundled:mpnet``: 0.892 < 0.99)
+is exported again with more in fp32 (``models.onnx_export.INT8_FP32_STEPS``); this shows which layers cost the most
+and what each step gives.
 
     python benchmarks/int8_layers.py [--model bundled:mpnet]
 
 Variants, each the project's quantizer (``models.onnx_export.quantize_int8``: int8 per-channel weights) on the
 model's fp32 export, some MatMuls kept fp32, the check's 256 texts and threshold (``models.onnx_quality``):
 
-- every MatMul (as the shipped export);
-- every MatMul but the feed-forward output projections (``…/output/dense/MatMul``, outside attention);
+- every MatMul (the export's first try);
+- each of the export's steps: every MatMul but the feed-forward output projections (``…/output/dense/MatMul``,
+  outside attention), then also the later half of the layers' feed-forward input projections, then every MatMul
+  but the whole feed-forward block;
 - one layer's feed-forward output projection alone.
 """
 
@@ -50,7 +53,7 @@ def main() -> None:
 
     from contrastext.models import TextEncoder
     from contrastext.models.onnx_backend import encode_graph
-    from contrastext.models.onnx_export import FP32_FILE
+    from contrastext.models.onnx_export import FP32_FILE, INT8_FP32_STEPS, matmuls_kept
     from contrastext.models.onnx_quality import MIN_MEAN_COSINE, sample_texts
 
     encoder = TextEncoder.from_pretrained(args.model, backend="onnx")
@@ -61,8 +64,9 @@ def main() -> None:
     graph = onnx.load(str(fp32), load_external_data=False).graph
     ffn_output = {node.name: int(FFN_OUTPUT.search(node.name).group(1)) for node in graph.node
                   if node.op_type == "MatMul" and FFN_OUTPUT.search(node.name) and "attention" not in node.name}
-    variants = {"every MatMul (shipped)": [],
-                "all but the feed-forward output projections": sorted(ffn_output)}
+    variants = {"every MatMul": []}
+    for kept, select in INT8_FP32_STEPS:
+        variants[f"all but {kept}"] = matmuls_kept(fp32, select)
     for name, layer in sorted(ffn_output.items(), key=lambda item: item[1]):
         variants[f"layer {layer}'s feed-forward output projection alone"] = [
             n.name for n in graph.node if n.op_type == "MatMul" and n.name != name]

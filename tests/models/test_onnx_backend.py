@@ -148,3 +148,62 @@ def test_phrase_spans_pool_the_onnx_sessions_token_states_as_torch(tiny_encoder_
     assert onnx.backend == "onnx" and got.shape == expected.shape and calls
     assert np.abs(got - expected).max() <= 1e-4
     assert not np.allclose(got[0], got[1])  # the spans pooled, not one sentence vector
+
+
+def _wide_range_tiny_encoder(folder):
+    """The tiny BERT with feed-forward activations of a wide range, as a trained model's are (random weights keep
+    every int8 graph within 1e-6 of fp32): larger feed-forward weights, two channels of them 30 times larger,
+    and two channels of each attention block's output norm 100 times larger."""
+    import torch
+
+    from conftest import tiny_bert_config
+
+    encoder = TextEncoder.from_config(tiny_bert_config(), pooling="mean", normalize=False, max_length=64)
+    with torch.no_grad():
+        for layer in encoder.transformer.encoder.layer:
+            layer.intermediate.dense.weight.mul_(10)
+            layer.intermediate.dense.weight[:2].mul_(30)
+            layer.output.dense.weight.mul_(10)
+            layer.attention.output.LayerNorm.weight[:2].mul_(100)
+    return encoder.save(folder)
+
+
+def test_an_int8_graph_that_fails_its_check_keeps_the_feed_forward_layers_in_fp32(monkeypatch, caplog, tmp_path):
+    """The export quantizes every MatMul, then, while the check fails, keeps the feed-forward output projections,
+    then also the later layers' feed-forward input projections, then the whole feed-forward block, in fp32. The
+    threshold is set between what the graphs score (measured here with the same quantizer and check), so that
+    only the last step passes."""
+    monkeypatch.setattr(onnx_backend, "int8_cpu_reason", lambda: None)
+    model_dir = _wide_range_tiny_encoder(tmp_path / "wide")
+    encoder = TextEncoder.from_pretrained(model_dir, backend="onnx")
+    encoder.prepare_backend()
+    fp32 = encoder.onnx_folder / onnx_export.FP32_FILE
+
+    def embed(graph, texts):
+        return onnx_backend.encode_graph(graph, texts, encoder.tokenizer, pooling=encoder.pooling,
+                                         max_length=encoder.max_length)
+
+    check = onnx_quality.int8_check(embed)
+    cosines = []
+    for _, select in (("nothing", None), *onnx_export.INT8_FP32_STEPS):
+        kept = onnx_export.matmuls_kept(fp32, select) if select else []
+        folder = tmp_path / f"kept{len(kept)}"
+        folder.mkdir()
+        (folder / onnx_export.FP32_FILE).symlink_to(fp32)
+        onnx_export.quantize_int8(fp32, folder / onnx_export.INT8_FILE, nodes_to_exclude=kept)
+        cosines.append(check(folder)["mean_cosine"])
+    # 2 layers: their output projections, then also layer 1's input projection, then all four
+    assert [len(onnx_export.matmuls_kept(fp32, select)) for _, select in onnx_export.INT8_FP32_STEPS] == [2, 3, 4]
+    assert max(cosines[:-1]) < cosines[-1] - 1e-4, cosines  # the whole block in fp32 is the closest to fp32
+    monkeypatch.setattr(onnx_quality, "MIN_MEAN_COSINE", (max(cosines[:-1]) + cosines[-1]) / 2)
+
+    int8_encoder = TextEncoder.from_pretrained(model_dir, backend="onnx-int8")
+    with caplog.at_level(logging.WARNING, logger="contrastext.models.onnx_backend"):
+        got = int8_encoder.encode(TEXTS)
+    assert int8_encoder.backend == "onnx-int8"
+    quality = onnx_export.read_meta(int8_encoder.onnx_folder)["int8"]
+    assert quality["kept_fp32"] == "the feed-forward layers" and quality["matmuls_kept_fp32"] == 4
+    assert [t["mean_cosine"] for t in quality["tries"]] == pytest.approx(cosines, abs=1e-6)  # every step tried
+    lines = [r.getMessage() for r in caplog.records if r.name == "contrastext.models.onnx_backend"]
+    assert len(lines) == 1 and "int8 ONNX is used with the feed-forward layers in fp32" in lines[0]
+    assert _cosines(got, encoder.encode(TEXTS)).mean() >= onnx_quality.MIN_MEAN_COSINE - 0.01

@@ -196,12 +196,18 @@ class OnnxRunner:
         elif int8:
             quality = onnx_export.read_meta(self.folder)["int8"]
             threshold = onnx_quality.MIN_MEAN_COSINE
+            kept = quality.get("kept_fp32", "nothing")
+            with_kept = "" if kept == "nothing" else f" (with {kept} in fp32)"
             if quality.get("mean_cosine", 0.0) >= threshold:
                 self.used = "onnx-int8"
+                if kept != "nothing":
+                    whole = (quality.get("tries") or [{}])[0].get("mean_cosine", float("nan"))
+                    say(f"backend {self.asked}: int8 ONNX is used with {kept} in fp32: its mean cosine with fp32 "
+                        f"is {quality['mean_cosine']:.4f}, every MatMul in int8 {whole:.4f} < {threshold}")
             else:
                 self.used = self.fallback
                 said = "fp32 ONNX" if self.fallback == "onnx" else "torch"
-                say(f"backend {self.asked}: {said} is used, the int8 export's mean cosine with fp32 is "
+                say(f"backend {self.asked}: {said} is used, the int8 export's mean cosine with fp32{with_kept} is "
                     f"{quality.get('mean_cosine', float('nan')):.4f} < {threshold} on {quality.get('texts')} texts")
         self.export_seconds = time.perf_counter() - started
         return self.export_seconds
