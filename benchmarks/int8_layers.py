@@ -53,7 +53,7 @@ def main() -> None:
 
     from contrastext.models import TextEncoder
     from contrastext.models.onnx_backend import encode_graph
-    from contrastext.models.onnx_export import FP32_FILE, INT8_FP32_STEPS, matmuls_kept
+    from contrastext.models.onnx_export import FP32_FILE, INT8_FP32_STEPS, matmul_names
     from contrastext.models.onnx_quality import MIN_MEAN_COSINE, sample_texts
 
     encoder = TextEncoder.from_pretrained(args.model, backend="onnx")
@@ -66,7 +66,7 @@ def main() -> None:
                   if node.op_type == "MatMul" and FFN_OUTPUT.search(node.name) and "attention" not in node.name}
     variants = {"every MatMul": []}
     for kept, select in INT8_FP32_STEPS:
-        variants[f"all but {kept}"] = matmuls_kept(fp32, select)
+        variants[f"all but {kept}"] = select(matmul_names(fp32))
     for name, layer in sorted(ffn_output.items(), key=lambda item: item[1]):
         variants[f"layer {layer}'s feed-forward output projection alone"] = [
             n.name for n in graph.node if n.op_type == "MatMul" and n.name != name]

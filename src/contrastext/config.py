@@ -147,10 +147,11 @@ class TrainConfig(Settings):
     # left out of a dump at its default, so done-markers written before it existed still match
     preserve_order: bool = Field(
         True, exclude_if=lambda value: value,
-        description="hand a worker the training rows in the dataset's block order, so that a seed gives the same "
-                    "model run to run on one worker (Ray Data otherwise passes blocks on as they finish: a "
-                    "dataset of several files came in another order each run); false: no worker waits for a slow "
-                    "block")
+        description="hand the workers the training rows in the dataset's block order, so that a seed gives the "
+                    "same model run to run (Ray Data otherwise passes blocks on as they finish: a dataset of several "
+                    "files came in another order each run); several workers are dealt the blocks in order, "
+                    "without regard to the node they are on; false: no worker waits for a slow block, and blocks "
+                    "go to workers on their node")
     checkpoint_every_steps: int | None = Field(500, ge=1, description="None: only at the end of each epoch")
     keep_checkpoints: int = Field(2, ge=1)
     # left out of a dump while unset, so done-markers written before it existed still match (and no marker

@@ -60,12 +60,13 @@ def test_its_int8_export_keeps_the_sensitive_feed_forward_projections_in_fp32(mp
     then encodes within the check's cosine of torch."""
     from contrastext.models import onnx_backend, onnx_export, onnx_quality
 
-    monkeypatch.setenv("CONTRASTEXT_CACHE", str(tmp_path))
+    monkeypatch.setattr(onnx_export, "exports_root", lambda: tmp_path)  # a fresh export; the model stays cached
     monkeypatch.setattr(onnx_backend, "int8_cpu_reason", lambda: None)
     encoder = TextEncoder.from_pretrained("bundled:mpnet", device="cpu", backend="onnx-int8")
     got = encoder.encode(TEXTS)
     quality = onnx_export.read_meta(encoder.onnx_folder)["int8"]
     assert encoder.backend == "onnx-int8" and quality["mean_cosine"] >= onnx_quality.MIN_MEAN_COSINE
-    assert quality["tries"][0]["mean_cosine"] < onnx_quality.MIN_MEAN_COSINE and quality["kept_fp32"] != "nothing"
+    assert all(t["mean_cosine"] < onnx_quality.MIN_MEAN_COSINE for t in quality["tries"][:-1])  # earlier steps fail
+    assert quality["tries"][0]["mean_cosine"] < 0.95 and quality["kept_fp32"] != "nothing"
     assert 0 < quality["matmuls_kept_fp32"] < 72
     assert (got * mpnet.encode(TEXTS)).sum(axis=1).min() >= 0.97

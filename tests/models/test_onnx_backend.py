@@ -66,7 +66,9 @@ def test_int8_falls_back_to_fp32_with_one_line_when_the_check_fails(tiny_encoder
         encoder.encode(TEXTS[:4])
     lines = [r.getMessage() for r in caplog.records if r.name == "contrastext.models.onnx_backend"]
     assert len(lines) == 1 and "fp32 ONNX is used" in lines[0] and "mean cosine" in lines[0]
-    assert encoder.backend == "onnx"
+    assert "with the feed-forward layers in fp32" in lines[0] and encoder.backend == "onnx"
+    quality = onnx_export.read_meta(encoder.onnx_folder)["int8"]  # every step tried, the last graph kept
+    assert quality["kept_fp32"] == "the feed-forward layers" and len(quality["tries"]) == 4
 
 
 @pytest.mark.parametrize("asked, used", [("onnx-int8", "onnx"), ("auto", "torch")])
@@ -184,21 +186,32 @@ def test_an_int8_graph_that_fails_its_check_keeps_the_feed_forward_layers_in_fp3
                                          max_length=encoder.max_length)
 
     check = onnx_quality.int8_check(embed)
+    names = onnx_export.matmul_names(fp32)
     cosines = []
     for _, select in (("nothing", None), *onnx_export.INT8_FP32_STEPS):
-        kept = onnx_export.matmuls_kept(fp32, select) if select else []
+        kept = select(names) if select else []
         folder = tmp_path / f"kept{len(kept)}"
         folder.mkdir()
         (folder / onnx_export.FP32_FILE).symlink_to(fp32)
         onnx_export.quantize_int8(fp32, folder / onnx_export.INT8_FILE, nodes_to_exclude=kept)
         cosines.append(check(folder)["mean_cosine"])
     # 2 layers: their output projections, then also layer 1's input projection, then all four
-    assert [len(onnx_export.matmuls_kept(fp32, select)) for _, select in onnx_export.INT8_FP32_STEPS] == [2, 3, 4]
-    assert max(cosines[:-1]) < cosines[-1] - 1e-4, cosines  # the whole block in fp32 is the closest to fp32
+    assert [len(select(names)) for _, select in onnx_export.INT8_FP32_STEPS] == [2, 3, 4]
+    assert cosines[0] < cosines[1] - 1e-4 and max(cosines[:-1]) < cosines[-1] - 1e-4, cosines
+
+    # a threshold the first step passes: the export stops there
+    monkeypatch.setattr(onnx_quality, "MIN_MEAN_COSINE", (cosines[0] + cosines[1]) / 2)
+    first_step = tmp_path / "first_step"
+    first_step.mkdir()
+    (first_step / onnx_export.FP32_FILE).symlink_to(fp32)
+    stopped = onnx_export.quantize_checked(first_step, onnx_quality.int8_check(embed))
+    assert stopped["kept_fp32"] == "the feed-forward output projections" and len(stopped["tries"]) == 2
+
+    # one only the last step passes: every step is tried
     monkeypatch.setattr(onnx_quality, "MIN_MEAN_COSINE", (max(cosines[:-1]) + cosines[-1]) / 2)
 
     int8_encoder = TextEncoder.from_pretrained(model_dir, backend="onnx-int8")
-    with caplog.at_level(logging.WARNING, logger="contrastext.models.onnx_backend"):
+    with caplog.at_level(logging.INFO, logger="contrastext.models.onnx_backend"):
         got = int8_encoder.encode(TEXTS)
     assert int8_encoder.backend == "onnx-int8"
     quality = onnx_export.read_meta(int8_encoder.onnx_folder)["int8"]
@@ -206,4 +219,5 @@ def test_an_int8_graph_that_fails_its_check_keeps_the_feed_forward_layers_in_fp3
     assert [t["mean_cosine"] for t in quality["tries"]] == pytest.approx(cosines, abs=1e-6)  # every step tried
     lines = [r.getMessage() for r in caplog.records if r.name == "contrastext.models.onnx_backend"]
     assert len(lines) == 1 and "int8 ONNX is used with the feed-forward layers in fp32" in lines[0]
+    assert caplog.records[-1].levelno == logging.INFO  # not a fallback: no warning
     assert _cosines(got, encoder.encode(TEXTS)).mean() >= onnx_quality.MIN_MEAN_COSINE - 0.01

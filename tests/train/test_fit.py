@@ -211,9 +211,9 @@ def test_group_column_needs_a_pair_loss_that_masks_negatives():
 @pytest.mark.parametrize("in_process", [False, True], ids=["worker group", "in process"])
 def test_a_dataset_of_many_blocks_trains_as_its_rows_are_ordered(ray_session, tiny_encoder_dir, tmp_path,
                                                                  in_process):
-    """Blocks that finish out of order (here the last first) still reach the worker in the dataset's order, so
+    """Blocks that finish out of order (the later ones first) still reach the worker in the dataset's order, so
     a seed gives the same model whatever the blocks' timing: the model equals one trained on the same rows
-    in one block. Without ``preserve_order`` the 8 blocks arrive reversed and the batches differ."""
+    in one block. Without ``preserve_order`` the late blocks come after the others, and the model differs."""
     import ray.data
 
     def first_blocks_late(batch: dict) -> dict:  # defined here: Ray's workers cannot import a test module
@@ -227,12 +227,16 @@ def test_a_dataset_of_many_blocks_trains_as_its_rows_are_ordered(ray_session, ti
     config = _config(tiny_encoder_dir, optimizer=OptimizerConfig(lr=1e-2), in_process=in_process)
     texts = [row["anchor"] for row in rows[:16]]
     vectors = []
-    for name, dataset in (("one_block", ray.data.from_items(rows)),
-                          ("late_blocks", ray.data.from_items(rows).repartition(8).map_batches(first_blocks_late))):
-        result = fit(dataset, config, OutputConfig(storage_path=str(tmp_path), name=name),
+    for name, dataset, train in (
+            ("one_block", ray.data.from_items(rows, override_num_blocks=1), config),
+            ("late_blocks", ray.data.from_items(rows).repartition(8).map_batches(first_blocks_late), config),
+            ("late_blocks_unordered", ray.data.from_items(rows).repartition(8).map_batches(first_blocks_late),
+             config.model_copy(update={"preserve_order": False}))):
+        result = fit(dataset, train, OutputConfig(storage_path=str(tmp_path), name=name),
                      export_model_to=tmp_path / f"{name}_model")
         assert result.rows_trained == 64
         vectors.append(TextEncoder.load(result.model_path).encode(texts))
     start = TextEncoder.load(tiny_encoder_dir).encode(texts)
     assert not np.allclose(vectors[0], start, atol=1e-4)  # it trained
     np.testing.assert_allclose(vectors[1], vectors[0], rtol=0, atol=1e-6)
+    assert not np.allclose(vectors[2], vectors[0], atol=1e-4)  # the blocks' timing decides without it

@@ -71,6 +71,11 @@ def say(message: str) -> None:
     log.warning(message)
 
 
+def note(message: str) -> None:
+    """A line that says how the backend asked for runs, where that is worth knowing (info: in the logs)."""
+    log.info(message)
+
+
 def resolve(backend: str, device_type: str) -> str:
     """What ``backend`` means here before any export: ``torch``, ``onnx`` or ``onnx-int8``."""
     check_backend(backend)
@@ -202,7 +207,7 @@ class OnnxRunner:
                 self.used = "onnx-int8"
                 if kept != "nothing":
                     whole = (quality.get("tries") or [{}])[0].get("mean_cosine", float("nan"))
-                    say(f"backend {self.asked}: int8 ONNX is used with {kept} in fp32: its mean cosine with fp32 "
+                    note(f"backend {self.asked}: int8 ONNX is used with {kept} in fp32: its mean cosine with fp32 "
                         f"is {quality['mean_cosine']:.4f}, every MatMul in int8 {whole:.4f} < {threshold}")
             else:
                 self.used = self.fallback

@@ -170,32 +170,34 @@ def quantize_int8(source: Path, target: Path, nodes_to_exclude: Sequence[str] = 
                      extra_options={"DefaultTensorType": TensorProto.FLOAT})
 
 
-def matmuls_kept(graph: Path, select: Callable[[list[str]], list[str]]) -> list[str]:
-    """The names of the graph's MatMul nodes that ``select`` picks from all of them (one of INT8_FP32_STEPS)."""
+def matmul_names(graph: Path) -> list[str]:
+    """The names of the graph's MatMul nodes (the graph's structure only: its weights are not read)."""
     import onnx
 
-    nodes = onnx.load(str(graph), load_external_data=False).graph.node
-    return select([n.name for n in nodes if n.op_type == "MatMul"])
+    return [n.name for n in onnx.load(str(graph), load_external_data=False).graph.node if n.op_type == "MatMul"]
 
 
 def quantize_checked(folder: Path, quality_check) -> dict:
     """``folder``'s int8 graph: every MatMul quantized, else, where ``quality_check(folder)`` says its mean cosine
     is under its threshold, each of ``INT8_FP32_STEPS`` in turn until one passes. The last graph tried is kept;
-    the result is its check, what it kept in fp32 and every try's cosine."""
+    the result is its check, what it kept in fp32 and (with a check) every try's cosine."""
+    from contrastext.models.onnx_quality import MIN_MEAN_COSINE
+
     source, target = folder / FP32_FILE, folder / INT8_FILE
+    names = matmul_names(source)
     tries: list[dict] = []
-    made: list[list[str]] = []
+    made: set[frozenset[str]] = set()
     for kept, select in (("nothing", None), *INT8_FP32_STEPS):
-        excluded = matmuls_kept(source, select) if select else []
-        if select and (not excluded or excluded in made):
-            continue  # not a graph these names fit, or a step that keeps no more than the one before
-        made.append(excluded)
+        excluded = select(names) if select else []
+        if select and (not excluded or frozenset(excluded) in made):
+            continue  # not a graph these names fit, or a step that keeps no more than one before
+        made.add(frozenset(excluded))
         quantize_int8(source, target, nodes_to_exclude=excluded)
         if quality_check is None:
             return {"kept_fp32": kept, "matmuls_kept_fp32": len(excluded)}
         result = quality_check(folder) | {"kept_fp32": kept, "matmuls_kept_fp32": len(excluded)}
         tries.append({"kept_fp32": kept, "mean_cosine": result.get("mean_cosine")})
-        if result.get("mean_cosine", 0.0) >= result.get("threshold", 0.0):
+        if result.get("mean_cosine", 0.0) >= result.get("threshold", MIN_MEAN_COSINE):
             break
     return result | {"tries": tries}
 

@@ -44,11 +44,16 @@ def int8_check(encode_with) -> "callable":
     """A ``quality_check(folder)`` for ``onnx_export.export``: ``encode_with(graph_path, texts)`` embeds
     the sample with a graph; the result records both cosines and the threshold."""
 
+    reference: dict[Path, np.ndarray] = {}  # the fp32 graph's embeddings, once per folder (an export may try
+    # several int8 graphs)
+
     def check(folder: Path) -> dict[str, float]:
         from contrastext.models.onnx_export import FP32_FILE, INT8_FILE
 
         texts = sample_texts()
-        result = compare(encode_with(folder / FP32_FILE, texts), encode_with(folder / INT8_FILE, texts))
+        if folder not in reference:
+            reference[folder] = encode_with(folder / FP32_FILE, texts)
+        result = compare(reference[folder], encode_with(folder / INT8_FILE, texts))
         return result | {"threshold": MIN_MEAN_COSINE}
 
     return check

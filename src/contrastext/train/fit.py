@@ -128,6 +128,7 @@ def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
     total_steps = objective.planned_steps(ds, rows)
     run_dir = output.run_dir()
     in_process = config.trains_in_process()
+    order_before = ds.context.execution_options.preserve_order
     if in_process:  # Ray Train's local mode hands the dataset over as it is: no DataConfig applies
         ds.context.execution_options.preserve_order = config.preserve_order
     loop_config = {"train": config.model_dump(mode="json"), "total_steps": total_steps, "eval_fn": eval_fn,
@@ -158,8 +159,11 @@ def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
         dataset_config=data_config(objective, config.preserve_order),
     )
     started = time.perf_counter()
-    with _calling_process_kept() if in_process else nullcontext():
-        result = trainer.fit()
+    try:
+        with _calling_process_kept() if in_process else nullcontext():
+            result = trainer.fit()
+    finally:  # the caller's dataset (and those derived from it, which share its context) as it was
+        ds.context.execution_options.preserve_order = order_before
     seconds = time.perf_counter() - started
     model_path = None
     checkpoint = as_ray_checkpoint(newest_checkpoint(run_dir)) if in_process else result.checkpoint
