@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import tempfile
 from pathlib import Path
 
@@ -28,9 +27,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from _common import write_result  # noqa: E402
 
 from contrastext.report import format_table  # noqa: E402
-
-FFN_OUTPUT = re.compile(r"layer\.(\d+)/output/dense/MatMul$")
-
 
 def quantized_cosine(fp32: Path, excluded: list[str], folder: Path, reference, encoder) -> dict:
     from contrastext.models.onnx_backend import encode_graph
@@ -49,11 +45,9 @@ def main() -> None:
     parser.add_argument("--model", default="bundled:mpnet")
     args = parser.parse_args()
 
-    import onnx
-
     from contrastext.models import TextEncoder
     from contrastext.models.onnx_backend import encode_graph
-    from contrastext.models.onnx_export import FP32_FILE, INT8_FP32_STEPS, matmul_names
+    from contrastext.models.onnx_export import FFN_OUTPUT, FP32_FILE, INT8_FP32_STEPS, matmul_names
     from contrastext.models.onnx_quality import MIN_MEAN_COSINE, sample_texts
 
     encoder = TextEncoder.from_pretrained(args.model, backend="onnx")
@@ -61,15 +55,13 @@ def main() -> None:
     fp32 = encoder.onnx_folder / FP32_FILE
     reference = encode_graph(fp32, sample_texts(), encoder.tokenizer, pooling=encoder.pooling,
                              max_length=encoder.max_length)
-    graph = onnx.load(str(fp32), load_external_data=False).graph
-    ffn_output = {node.name: int(FFN_OUTPUT.search(node.name).group(1)) for node in graph.node
-                  if node.op_type == "MatMul" and FFN_OUTPUT.search(node.name) and "attention" not in node.name}
+    names = matmul_names(fp32)
+    ffn_output = {name: int(match.group(1)) for name in names if (match := FFN_OUTPUT.search(name))}
     variants = {"every MatMul": []}
     for kept, select in INT8_FP32_STEPS:
-        variants[f"all but {kept}"] = select(matmul_names(fp32))
+        variants[f"all but {kept}"] = select(names)
     for name, layer in sorted(ffn_output.items(), key=lambda item: item[1]):
-        variants[f"layer {layer}'s feed-forward output projection alone"] = [
-            n.name for n in graph.node if n.op_type == "MatMul" and n.name != name]
+        variants[f"layer {layer}'s feed-forward output projection alone"] = [n for n in names if n != name]
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         for variant, excluded in variants.items():

@@ -36,12 +36,12 @@ META_FILE = "export.json"
 # bump when the export recipe changes, so older exports are not reused
 EXPORT_VERSION = 3
 
-_FFN_OUTPUT = re.compile(r"layer\.(\d+)/output/dense/MatMul$")  # not .../attention/output/dense
+FFN_OUTPUT = re.compile(r"layer\.(\d+)/output/dense/MatMul$")  # not .../attention/output/dense
 _FFN_INTERMEDIATE = re.compile(r"layer\.(\d+)/intermediate/dense/MatMul$")
 
 
 def _ffn_outputs(names: list[str]) -> list[str]:
-    return [n for n in names if _FFN_OUTPUT.search(n)]
+    return [n for n in names if FFN_OUTPUT.search(n)]
 
 
 def _ffn_outputs_and_later_ffn(names: list[str]) -> list[str]:
@@ -51,7 +51,7 @@ def _ffn_outputs_and_later_ffn(names: list[str]) -> list[str]:
 
 
 def _ffn(names: list[str]) -> list[str]:
-    return [n for n in names if _FFN_OUTPUT.search(n) or _FFN_INTERMEDIATE.search(n)]
+    return [n for n in names if FFN_OUTPUT.search(n) or _FFN_INTERMEDIATE.search(n)]
 
 
 #: what an int8 export keeps in fp32 when the whole graph fails its check, tried in turn, each keeping more: the
