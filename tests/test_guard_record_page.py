@@ -126,7 +126,8 @@ def test_a_record_delivers_what_the_rule_chooses():
                        "held_out": part(head)} for head in ("prompts", "prototypes")}
 
     record = {"set": "made", "labels": ["a", "b"], "aliases": False, "pool": 10, "eval": 10,
-              "pool_shares": [0.5, 0.5], "selection": {}, "seconds": 1.0, "rounds": [{"kept": 6}, {"kept": 7}], "candidates": {
+              "pool_shares": [0.5, 0.5], "selection": {}, "seconds": 1.0, "rounds": [{"kept": 6}, {"kept": 7}],
+              "candidates": {
                   "0": candidate({"prompts": 0.6, "prototypes": 0.7}, {"prompts": 0.4, "prototypes": 0.5}),
                   "1": candidate({"prompts": 0.8, "prototypes": 0.75}, {"prompts": 0.6, "prototypes": 0.63}),
                   "2": candidate({"prompts": 0.7, "prototypes": 0.7}, {"prompts": 0.5, "prototypes": 0.5})}}
@@ -192,3 +193,65 @@ def test_the_shipped_rule_leaves_round_0_by_the_prompts_and_a_trained_round_by_t
         del r["blend"]
     assert guard_record.RULES[guard_record.SHIPPED](record) == guard_record.RULES[guard_record.MARGINS](record) \
         == (1, "prototypes")
+
+
+def _right(hits: list[bool]) -> str:
+    import numpy as np
+
+    return np.packbits(np.array(hits)).tobytes().hex()
+
+
+def test_the_oracles_optimism_is_the_chance_lead_of_a_resampled_best():
+    """Two heads right on the same texts: no optimism. Two heads with the same accuracy on different texts: the
+    oracle of a resample leads by chance. A head right on every text: it is the oracle of every resample."""
+    def record(*hits: list[bool]) -> dict:
+        return {"eval": len(hits[0]), "candidates": {"0": {f"h{i}": {"accuracy": sum(h) / len(h), "right": _right(h)}
+                                                           for i, h in enumerate(hits)}}}
+
+    half = [True, False] * 50
+    assert guard_record.oracle_optimism(record(half, half), resamples=200) == 0.0
+    other_half = [False, True] * 50
+    optimism = guard_record.oracle_optimism(record(half, other_half), resamples=200)
+    assert 0.02 < optimism < 0.1  # E|a - b| / 2-ish for two independent 50% heads over 100 texts: about 0.04
+    assert guard_record.oracle_optimism(record(half, [True] * 100), resamples=200) == 0.0
+    made_before = record(half, half)
+    del made_before["candidates"]["0"]["h0"]["right"]
+    assert guard_record.oracle_optimism(made_before) is None
+
+
+def test_the_soup_rules_deliver_the_averaged_weights_where_the_shipped_rule_leaves_round_0():
+    def candidate(prompts: float, blend: float) -> dict:
+        part = lambda guard: {"trained": {"guard": guard}}  # noqa: E731
+        return {"prompts": {"accuracy": 0.6} | part(prompts), "prototypes": {"accuracy": 0.6} | part(0.0),
+                "blend": {"accuracy": 0.7} | part(blend)}
+
+    soup = {"blend": {"accuracy": 0.8}}
+    record = {"candidates": {"0": candidate(0.5, 0.5), "1": candidate(0.6, 0.6), "2": candidate(0.7, 0.5)},
+              "soups": {"mean_r1_r2": soup}}
+    rule = guard_record.RULES["guard (trained) round 0 left by the prompts, then the mean_r1_r2 weights' blend"]
+    assert guard_record.RULES[guard_record.SHIPPED](record) == (1, "blend")
+    assert rule(record) == ("mean_r1_r2", "blend")
+    assert guard_record.candidate_entry(record, "mean_r1_r2", "blend") is soup["blend"]
+    record["candidates"]["1"] = candidate(0.4, 0.9)  # round 1's prompts fall below round 0's: round 0 is kept
+    assert rule(record) == guard_record.RULES[guard_record.SHIPPED](record) == (0, "prompts")
+    del record["soups"]  # a record made before the soups: the shipped rule's choice
+    record["candidates"]["1"] = candidate(0.6, 0.6)
+    assert rule(record) == (1, "blend")
+
+
+def test_averaged_weights_are_the_mean_of_the_encoders(tiny_encoder_dir):
+    import torch
+
+    from contrastext.models import TextEncoder
+
+    first, second = TextEncoder.from_pretrained(tiny_encoder_dir), TextEncoder.from_pretrained(tiny_encoder_dir)
+    with torch.no_grad():
+        for p in second.transformer.parameters():
+            p.add_(1.0)
+    soup = guard_record.averaged([first, second])
+    for name, value in soup.transformer.state_dict().items():
+        a, b = first.transformer.state_dict()[name], second.transformer.state_dict()[name]
+        assert torch.allclose(value.float(), (a.float() + b.float()) / 2, atol=1e-6), name
+    assert soup.backend == "torch" and soup is not second
+    texts = ["a short text", "another one"]
+    assert not torch.allclose(torch.from_numpy(soup.encode(texts)), torch.from_numpy(first.encode(texts)))
