@@ -20,6 +20,11 @@ signals, per candidate, on the trained pool and on the held-out part:
 - ``kappa_own``: kappa of the labels over the candidate model's own neighbourhoods;
 - ``agreement``: Cohen's kappa between the two heads' labels under the same model.
 
+Each candidate's entry also keeps which evaluation texts it labelled right (``right``: one bit a text, as hex),
+from which ``oracle_optimism`` estimates how far the oracle leads by chance. Beside the rounds, a record keeps
+``soups``: the rounds' weights averaged (``SOUPS``; a "model soup" along the rounds' path), each scored as a
+candidate, which no round is.
+
 A set whose folder under ``--out`` holds ``record.json`` is read back, not run again, so the rules can be
 compared (``--rules-only``) without training. The sets are built here from the data in ``../shared/data``:
 resamplings, subsets, skewed shares and other label names of AG News, 20 Newsgroups, the Vital articles and
@@ -247,7 +252,7 @@ class Recorder:
             predicted = labels_of(embedded["eval_texts"])
             entry = {"accuracy": float((predicted == self.views.eval_gold).mean()),
                      "macro_f1": macro_f1(self.views.eval_gold, predicted, self.n),
-                     "right": np.packbits(predicted == self.views.eval_gold).tobytes().hex()}  # per evaluation text
+                     "right": packed_hits(predicted == self.views.eval_gold)}
             for part in ("trained", "held_out"):
                 labels = labels_of(embedded[part])
                 other = heads["prototypes" if head == "prompts" else "prompts"](embedded[part])
@@ -258,6 +263,16 @@ class Recorder:
                                "label_shares": (np.bincount(labels, minlength=self.n) / len(labels)).round(4).tolist()}
             record[head] = entry
         return record
+
+
+def packed_hits(hits: np.ndarray) -> str:
+    """Which evaluation texts a head labelled right, one bit each, as hex (a record's ``right``)."""
+    return np.packbits(hits.astype(bool)).tobytes().hex()
+
+
+def unpacked_hits(packed: str, n: int) -> np.ndarray:
+    """``packed_hits`` read back: a bool per evaluation text (the bytes' padding cut off)."""
+    return np.unpackbits(np.frombuffer(bytes.fromhex(packed), dtype=np.uint8))[:n].astype(bool)
 
 
 # ------------------------------------------------------------------------------------------- one set
@@ -307,6 +322,7 @@ def averaged(encoders: list) -> object:
         mean = {key: (torch.stack([state[key].float() for state in states]).mean(0).to(value.dtype)
                       if value.is_floating_point() else value) for key, value in states[-1].items()}
     soup.transformer.load_state_dict(mean)
+    soup._source_dir = None  # the copy's weights are no longer the folder round 2 was read from
     return soup.set_backend("torch")
 
 
@@ -353,14 +369,15 @@ def run_set(name: str, spec: LabelSetSpec, args: argparse.Namespace, read_tokens
 
     method.fit(trained, names, config.labels.aliases, on_round=on_round)
     # the rounds' weights averaged (a soup along the rounds' path): scored beside the rounds, never a round itself
-    soups = {name: recorder.candidate(averaged([models[r] for r in rounds_in]))
-             for name, rounds_in in SOUPS.items() if all(r in models for r in rounds_in)}
+    seconds = round(time.perf_counter() - started, 1)  # the run itself, not the weight averages scored next
+    soups = {soup: recorder.candidate(averaged([models[r] for r in rounds_in]))
+             for soup, rounds_in in SOUPS.items() if all(r in models for r in rounds_in)}
     pool_gold = np.bincount([index[label] for label in pool.labels], minlength=len(names)) / len(pool)
     return {"set": name, "seed": args.seed, "labels": names, "pool": len(trained), "held_out": len(held_out),
             "eval": len(evaluation), "pool_shares": pool_gold.round(4).tolist(), "template": spec.template,
             "aliases": bool(spec.aliases), "selection": spec.selection or {}, "read_tokens": encoder_0.max_length,
             "candidates": {str(r): c for r, c in candidates.items()}, "soups": soups, "rounds": rounds,
-            "seconds": round(time.perf_counter() - started, 1)}
+            "seconds": seconds}
 
 
 # ------------------------------------------------------------------------------------------- rules
@@ -433,7 +450,7 @@ def leave_then_delivered(record: dict, part: str, score: Callable[[dict], float]
     return 0, "prototypes" if gain > PROTOTYPE_MARGIN else "prompts"
 
 
-RULES: dict[str, Callable[[dict], tuple[int, str]]] = {
+RULES: dict[str, Callable[[dict], tuple[int | str, str]]] = {
     "last round, prompts": lambda rec: (len(rec["candidates"]) - 1, "prompts"),
     "last round, prototypes": lambda rec: (len(rec["candidates"]) - 1, "prototypes"),
 }
@@ -521,13 +538,14 @@ def oracle_optimism(record: dict, resamples: int = 2000) -> float | None:
     """What a perfect chooser would lose against the oracle by chance: the evaluation texts are resampled (a
     bootstrap) and, on each resample, the best candidate there is compared with the candidate best on all the
     texts; the mean gap. A rule's loss against the oracle is measured on a finite sample, so even the truly best
-    candidate loses about this much on average. None for records made before each text's result was kept."""
+    candidate loses about this much on average; roughly a lower bound, as the candidate best on all the texts
+    leads partly by chance itself. The candidates are the rounds and heads (the oracle's), not the weight averages.
+    None for records made before each text's result was kept."""
     entries = [entry for candidate in record["candidates"].values() for entry in candidate.values()]
     if not all("right" in entry for entry in entries):
         return None
     n = record["eval"]
-    right = np.stack([np.unpackbits(np.frombuffer(bytes.fromhex(entry["right"]), dtype=np.uint8))[:n]
-                      for entry in entries]).astype(np.float32)  # [candidates, texts]
+    right = np.stack([unpacked_hits(entry["right"], n) for entry in entries]).astype(np.float32)  # [candidates, texts]
     best = int(right.mean(axis=1).argmax())
     rng = np.random.default_rng(0)
     gaps = []
@@ -570,8 +588,8 @@ def set_summary(record: dict) -> dict:
     """One set's row: its size and skew, the untrained model, what each rule delivers, the oracle."""
     candidates = record["candidates"]
 
-    def scored(r: int, head: str) -> dict:
-        entry = candidates[str(r)][head]
+    def scored(r: int | str, head: str) -> dict:
+        entry = candidate_entry(record, r, head)
         return {"round": r, "head": head, "accuracy": round(entry["accuracy"], 4),
                 "macro_f1": round(entry["macro_f1"], 4)}
 
@@ -583,7 +601,9 @@ def set_summary(record: dict) -> dict:
             "untrained": scored(0, "prompts"), "untrained_prototypes": scored(0, "prototypes"),
             "kept_per_round": [r["kept"] for r in record["rounds"]], "delivered": scored(*RULES[SHIPPED](record)),
             "before_heads": scored(*RULES[BEFORE](record)), "oracle": oracle, "seconds": record["seconds"],
-            "read_tokens": record.get("read_tokens"), "oracle_optimism": oracle_optimism(record)}
+            "read_tokens": record.get("read_tokens"), "oracle_optimism": oracle_optimism(record),
+            "weight_averages": {soup: round(entry["blend"]["accuracy"], 4)
+                                for soup, entry in record.get("soups", {}).items()}}
 
 
 def render_page(summary: dict) -> str:
@@ -601,11 +621,16 @@ def render_page(summary: dict) -> str:
              f"{len(summary['sets'])} label sets, accuracy / macro-F1 on each set's evaluation texts (delivered: "
              f"what the rule marked shipped below chooses); "
              f"noise (the largest standard error of an accuracy) {summary['noise']:.3f}."]
-    optimism = [row["oracle_optimism"] for row in summary["sets"] if row.get("oracle_optimism") is not None]
+    optimism = [row["oracle_optimism"] for row in summary["sets"]
+                if row.get("oracle_optimism") is not None and not row["selection"]]  # the rule table's sets
     if optimism:  # records that keep each evaluation text's result
         lines[0] += (f" The oracle's optimism (`oracle_optimism`: what the best candidate loses against the oracle "
                      f"of resampled evaluation texts, by chance alone) is {100 * np.mean(optimism):.2f} points on "
-                     f"average: a rule that always chose the truly best candidate would show about that loss.")
+                     f"average over the {len(optimism)} sets that keep each text's result: a rule that always chose "
+                     "the truly best candidate would show about that loss, or a little more.")
+    if any(row.get("weight_averages") for row in summary["sets"]):
+        lines[0] += (" The oracle is the best round and head; a rule that delivers the rounds' weights averaged "
+                     "can score above it (a negative loss).")
     column = bool(optimism)
     header = "| set | labels | pool (largest / smallest label) | untrained | prompt head only | delivered | oracle |"
     lines += ["", header + (" optimism (points) |" if column else ""),
@@ -617,7 +642,8 @@ def render_page(summary: dict) -> str:
                      f"{cell(row['untrained'])} | {cell(row['before_heads'])} ({where(row['before_heads'])}) | "
                      f"**{cell(row['delivered'])}** ({where(row['delivered'])}) | "
                      f"{cell(row['oracle'])} ({where(row['oracle'])}) |"
-                     + (f" {100 * row['oracle_optimism']:.2f} |" if column else ""))
+                     + ((f" {100 * row['oracle_optimism']:.2f} |" if row.get("oracle_optimism") is not None
+                         else " – |") if column else ""))
     lines += ["", "| rule | mean loss against the oracle (points) | worst loss | sets below untrained − noise "
                   "| decisions |", "|---|---|---|---|---|"]
     shipped = summary.get("shipped", EARLIER)  # the rule the job shipped when the record was made

@@ -4,8 +4,9 @@
     python benchmarks/perfect_teacher.py [--set agnews] [--pool-rows 2000] [--eval-rows 1000] [--rounds 2]
                                          [--teachers own gold]
 
-Both runs use the job's settings (``method_of``: prompts, same-label text pairs, training) and a label set of
-``benchmarks/guard_record.py`` (its seeded pool from one half of the texts, evaluation texts from the other).
+Both runs use the job's settings (``method_of``: the prototype teacher, the label prompts, same-label text
+pairs, a round's training) and a label set of ``benchmarks/guard_record.py`` (its seeded pool from one half of
+the texts, evaluation texts from the other).
 With ``gold``, each round's pairs are built from the pool's gold labels instead of the teacher's; nothing else
 changes. After each round: the accuracy of the prompt head on the evaluation texts, and of a labelled probe (a
 logistic regression fitted to the whole pool's gold labels on that round's embeddings): what the encoder
@@ -38,7 +39,7 @@ def run(teacher: str, args: argparse.Namespace) -> dict:
     from contrastext.pipelines.wcsbert import method_of
 
     spec = SETS[args.set]
-    pool, evaluation = pool_and_eval(spec, args.pool_rows, args.eval_rows)
+    pool, evaluation = pool_and_eval(spec, spec.pool_rows or args.pool_rows, spec.pool_rows or args.eval_rows)
     names = evaluation.label_names
     index = {label: i for i, label in enumerate(names)}
     pool_gold = np.array([index[label] for label in pool.labels])

@@ -198,7 +198,16 @@ def test_the_shipped_rule_leaves_round_0_by_the_prompts_and_a_trained_round_by_t
 def _right(hits: list[bool]) -> str:
     import numpy as np
 
-    return np.packbits(np.array(hits)).tobytes().hex()
+    return guard_record.packed_hits(np.array(hits))
+
+
+def test_each_texts_result_reads_back_at_a_length_that_is_not_whole_bytes():
+    import numpy as np
+
+    hits = np.random.default_rng(0).random(377) < 0.7  # 377 texts: the last byte is padded
+    packed = guard_record.packed_hits(hits)
+    assert len(packed) == 2 * 48
+    assert np.array_equal(guard_record.unpacked_hits(packed, 377), hits)
 
 
 def test_the_oracles_optimism_is_the_chance_lead_of_a_resampled_best():
@@ -212,11 +221,37 @@ def test_the_oracles_optimism_is_the_chance_lead_of_a_resampled_best():
     assert guard_record.oracle_optimism(record(half, half), resamples=200) == 0.0
     other_half = [False, True] * 50
     optimism = guard_record.oracle_optimism(record(half, other_half), resamples=200)
-    assert 0.02 < optimism < 0.1  # E|a - b| / 2-ish for two independent 50% heads over 100 texts: about 0.04
+    # two complementary heads: a resample's gap is max(0, 1 - 2a), a the share of "half"'s texts drawn (sd 0.05),
+    # so about 0.1 / sqrt(2 pi) = 0.04
+    assert 0.02 < optimism < 0.1
     assert guard_record.oracle_optimism(record(half, [True] * 100), resamples=200) == 0.0
     made_before = record(half, half)
     del made_before["candidates"]["0"]["h0"]["right"]
     assert guard_record.oracle_optimism(made_before) is None
+
+
+def test_a_page_of_records_with_and_without_each_texts_result():
+    """A draw whose records were made before and after each text's result was kept: the optimism column shows a
+    dash where there is none, and the mean is over the sets that have one."""
+    record = {"set": "made", "labels": ["a", "b"], "aliases": False, "pool": 4, "eval": 4, "pool_shares": [0.5, 0.5],
+              "selection": {}, "seconds": 1.0, "rounds": [{"kept": 2}], "candidates": {
+                  "0": {h: {"accuracy": 0.5, "macro_f1": 0.5, "right": _right([True, False, True, False])}
+                        for h in ("prompts", "prototypes")},
+                  "1": {h: {"accuracy": 0.75, "macro_f1": 0.75, "right": _right([True, True, True, False])}
+                        for h in ("prompts", "prototypes")}}}
+    for candidate in record["candidates"].values():
+        for entry in candidate.values():
+            entry["trained"] = entry["held_out"] = {"guard": entry["accuracy"]}
+    older = json.loads(json.dumps(record)) | {"set": "older"}
+    for candidate in older["candidates"].values():
+        for entry in candidate.values():
+            del entry["right"]
+    rows = [guard_record.set_summary(record), guard_record.set_summary(older)]
+    assert rows[0]["oracle_optimism"] == 0.0 and rows[1]["oracle_optimism"] is None
+    page = guard_record.render_page({"seed": 10, "noise": 0.01, "sets": rows, "rules": []})
+    assert "0.00 points on average over the 1 sets" in page
+    assert page.splitlines()[4].endswith("| 0.00 |") and page.splitlines()[5].endswith("| – |")
+    assert "negative loss" not in page  # no weight averages recorded
 
 
 def test_the_soup_rules_deliver_the_averaged_weights_where_the_shipped_rule_leaves_round_0():
