@@ -571,7 +571,7 @@ SUMMARY = REPO_ROOT / "benchmarks" / "results" / "guard_record.json"
 PAGE = REPO_ROOT / "docs" / "generated" / "guard_record.md"
 #: the draws made with the blend head, which a self-trained model is delivered with (seed 7: 512 tokens read,
 #: --read-tokens 512)
-BLEND_SEEDS = (4, 5, 6, 7, 8, 9)
+BLEND_SEEDS = (4, 5, 6, 7, 8, 9, 10)
 OVERVIEW = REPO_ROOT / "docs" / "generated" / "guard_record_overview.md"
 
 
@@ -695,7 +695,7 @@ def render_overview(summaries: list[dict]) -> str:
 
 
 #: the draw the README's table shows: the current defaults
-README_SEED = 9
+README_SEED = 10
 
 
 def render_readme_table(summary: dict) -> str:

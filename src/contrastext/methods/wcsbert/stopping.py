@@ -17,8 +17,8 @@ class RoundStop:
     blend) the prompt head's score decides, as before: a prototype head's score runs higher than a prompt
     head's, and a rule between prototype-delivered rounds was never measured. Written down before
     the guard record's ninth draw (``benchmarks/guard_record.py --seed 9``), it lost 0.63 points there against
-    the best round and head on average, the prompt head's score alone 0.80; over the 62 label sets of six draws,
-    0.56 against 0.69."""
+    the best round and head on average, the prompt head's score alone 0.80; on a tenth draw 0.59 against 0.90; over
+    the 78 label sets of seven draws, 0.56 against 0.73."""
 
     def __init__(self, rounds: int, *, patience: int = 1, min_change: float = 0.0, use_dev: bool = False,
                  guard_0: float | None = None):
