@@ -317,12 +317,11 @@ def averaged(encoders: list) -> object:
     import torch
 
     soup = copy.deepcopy(encoders[-1])
-    states = [encoder.transformer.state_dict() for encoder in encoders]
+    states = [encoder.state_dict() for encoder in encoders]
     with torch.no_grad():
         mean = {key: (torch.stack([state[key].float() for state in states]).mean(0).to(value.dtype)
                       if value.is_floating_point() else value) for key, value in states[-1].items()}
-    soup.transformer.load_state_dict(mean)
-    soup._source_dir = None  # the copy's weights are no longer the folder round 2 was read from
+    soup.load_state_dict(mean)  # TextEncoder's own: it forgets the folder the copied weights were read from
     return soup.set_backend("torch")
 
 
@@ -356,8 +355,7 @@ def run_set(name: str, spec: LabelSetSpec, args: argparse.Namespace, read_tokens
     recorder = Recorder(method, views, encoder_0)
     candidates = {0: recorder.candidate(encoder_0)}
     rounds: list[dict] = []
-
-    models = {0: encoder_0}
+    models = {0: encoder_0}  # each round's model, for the weight averages
 
     def on_round(record, encoder):
         models[record["round"]] = encoder
@@ -368,8 +366,8 @@ def run_set(name: str, spec: LabelSetSpec, args: argparse.Namespace, read_tokens
             flush=True)
 
     method.fit(trained, names, config.labels.aliases, on_round=on_round)
-    # the rounds' weights averaged (a soup along the rounds' path): scored beside the rounds, never a round itself
     seconds = round(time.perf_counter() - started, 1)  # the run itself, not the weight averages scored next
+    # the rounds' weights averaged (a soup along the rounds' path): scored beside the rounds, never a round itself
     soups = {soup: recorder.candidate(averaged([models[r] for r in rounds_in]))
              for soup, rounds_in in SOUPS.items() if all(r in models for r in rounds_in)}
     pool_gold = np.bincount([index[label] for label in pool.labels], minlength=len(names)) / len(pool)
