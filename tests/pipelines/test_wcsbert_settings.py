@@ -13,7 +13,8 @@ def _with_rounds(config: WCSBertConfig, **changes) -> WCSBertConfig:
 
 def test_how_many_rounds_run_and_when_to_stop_do_not_change_a_finished_round():
     config = WCSBertConfig()
-    longer = _with_rounds(config, rounds=5, patience=3, min_change=0.5, guard=False, guard_sample=10)
+    longer = _with_rounds(config, rounds=5, patience=3, min_change=0.5, guard=False, guard_sample=10,
+                          still_learning=None)
     assert setting_differences(round_settings(config, "m0"), round_settings(longer, "m0")) == []
     other = _with_rounds(config, init="base", reencode=not config.rounds.reencode)
     assert sorted(setting_differences(round_settings(config, "m0"), round_settings(other, "m0"))) == [

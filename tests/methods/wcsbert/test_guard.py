@@ -99,6 +99,17 @@ def test_the_guard_keeps_the_best_round_and_waits_out_its_patience():
     assert stop.best_round == 1
 
 
+def test_the_jobs_rule_keeps_a_later_round_whose_teacher_still_relabels_many_texts():
+    blend = {"head": "blend"}
+    for still_learning, kept in ((0.13, 2), (None, 1)):
+        stop = round_stop(_config(still_learning=still_learning), guard_0=0.50)
+        assert not stop.after({"round": 1, "guard": 0.55, "labels_changed": None, **blend,
+                               "guard_heads": {"prompts": 0.55, "blend": 0.60}})
+        stop.after({"round": 2, "guard": 0.56, "labels_changed": 0.15, **blend,
+                    "guard_heads": {"prompts": 0.56, "blend": 0.58}})  # the blend's guard falls
+        assert stop.best_round == kept
+
+
 def test_without_the_guard_the_last_round_is_kept_until_labels_settle():
     stop = round_stop(_config(min_change=0.05), guard_0=None)
     assert not stop.after({"round": 1, "labels_changed": None})

@@ -37,14 +37,15 @@ class Guard:
 class Runner:
     """Round r trains "m{r}"; ``finished`` rounds are read back with the records an earlier run kept."""
 
-    def __init__(self, finished: dict[int, dict] | None = None):
+    def __init__(self, finished: dict[int, dict] | None = None, changed: dict[int, float] | None = None):
         self.finished, self.trained, self.shown = finished or {}, [], []
+        self.changed = changed or {}  # round → the share of its teacher's labels changed (default 0.5)
 
     def train(self, r: int, model: str) -> tuple[dict, str]:
         if r in self.finished:
             return dict(self.finished[r]), f"m{r}"
         self.trained.append((r, model))
-        return {"round": r, "labels_changed": 0.5}, f"m{r}"
+        return {"round": r, "labels_changed": self.changed.get(r, 0.5)}, f"m{r}"
 
     def finish(self, record: dict, model: str) -> dict:
         self.shown.append(record["round"])
@@ -173,3 +174,32 @@ def test_without_the_blend_the_prompt_heads_score_chooses_between_trained_rounds
     outcome = run_rounds(Runner(), "m0", 2, RoundStop(2, guard_0=0.50), guard)
     assert [r["head"] for r in outcome.records] == ["prototypes", "prototypes"]
     assert outcome.chosen_round == 2 and outcome.stop.reason == "all rounds run"
+
+
+@pytest.mark.parametrize("changed, kept", [(0.15, 2), (0.13, 2), (0.10, 1)])
+def test_a_teacher_that_still_relabels_many_texts_keeps_the_later_round(changed, kept):
+    values = {"m0": (0.50, 0.50), "m1": (0.60, 0.60), "m2": (0.55, 0.55)}  # the blend's guard falls in round 2
+    outcome = run_rounds(Runner(changed={2: changed}), "m0", 2, RoundStop(2, guard_0=0.50, still_learning=0.13),
+                         BlendGuard(values))
+    assert outcome.chosen_round == kept and outcome.head.kind == "blend"
+    assert ("round 2 kept though the blend's guard fell" in outcome.stop.reason) == (kept == 2)
+    # the guard alone keeps round 1 whatever changed
+    alone = run_rounds(Runner(changed={2: changed}), "m0", 2, RoundStop(2, guard_0=0.50), BlendGuard(values))
+    assert alone.chosen_round == 1
+
+
+def test_changed_labels_never_take_a_round_over_the_round_0_model():
+    values = {"m0": (0.50, 0.50), "m1": (0.45, 0.45)}  # round 1's prompt guard falls below the untrained model's
+    outcome = run_rounds(Runner(changed={1: 0.9}), "m0", 1, RoundStop(1, guard_0=0.50, still_learning=0.13),
+                         BlendGuard(values))
+    assert outcome.chosen_round == 0
+    # and a third round whose teacher settled is judged by the guard again: round 2 stays kept
+    values = {**values, "m1": (0.60, 0.60), "m2": (0.55, 0.55), "m3": (0.50, 0.50)}
+    three = run_rounds(Runner(changed={2: 0.2, 3: 0.05}), "m0", 3,
+                       RoundStop(3, guard_0=0.50, still_learning=0.13), BlendGuard(values))
+    assert three.chosen_round == 2 and "did not improve" in three.stop.reason
+    assert "round 2 kept though the blend's guard fell: its teacher changed 20.0%" in three.stop.reason
+    # a round whose guard rises is kept for that, with nothing more to say
+    rising = run_rounds(Runner(changed={2: 0.2}), "m0", 2, RoundStop(2, guard_0=0.50, still_learning=0.13),
+                        BlendGuard({**values, "m2": (0.65, 0.65)}))
+    assert rising.chosen_round == 2 and rising.stop.reason == "all rounds run"

@@ -260,6 +260,9 @@ def test_the_class_and_the_job_share_one_settings_object_and_its_defaults():
     assert isinstance(WCSBert(pseudo_labels="prompts").teacher, PromptTeacher)
     assert WCSBert(rounds=3, heads="prompts").config.heads == ["prompts"] == WCSBert(heads=("prompts",)).config.heads
     assert WCSBert(heads=None).config.heads == RoundsConfig().heads
+    # None is a setting of its own where it turns a rule off: the guard alone between trained rounds
+    assert WCSBert(still_learning=None).config.still_learning is None
+    assert WCSBert().config.still_learning == RoundsConfig().still_learning == 0.13
     both = WCSBert(config=RoundsConfig(rounds=3), patience=2).config
     assert (both.rounds, both.patience) == (3, 2)
     calibrated = RoundsConfig(calibration={"enabled": False, "iterations": 7})

@@ -103,8 +103,10 @@ class WCSBert:
         RoundsConfig.refuse_unknown(settings, "WCSBert")
         base = (config or RoundsConfig()).model_dump()
         try:
-            # None stands for the default, except where None is a setting of its own (no cap on pairs)
-            given = {k: v for k, v in settings.items() if v is not None or k == "max_pairs_per_label"}
+            # None stands for the default, except where None is a setting of its own (no cap on pairs, the guard
+            # alone between rounds)
+            given = {k: v for k, v in settings.items()
+                     if v is not None or k in ("max_pairs_per_label", "still_learning")}
             self.config = RoundsConfig.model_validate({**base, **given})
         except ValidationError as error:
             raise ValueError(str(error)) from None
@@ -188,7 +190,8 @@ class WCSBert:
         guard_0 = guard.score() if guard is not None else None
         self.guard_round_0_ = guard_fields(guard_0) if guard_0 is not None else None
         stop = RoundStop(self.rounds, patience=self.patience, min_change=self.config.min_change,
-                         guard_0=guard_0.value if guard_0 is not None else None)
+                         guard_0=guard_0.value if guard_0 is not None else None,
+                         still_learning=self.config.still_learning)
         runner = _RoundsInMemory(self, texts, folder, encoder, on_round)
         outcome = run_rounds(runner, encoder, self.rounds, stop, guard, guard_0)
         self.chosen_round_, self.stop_reason_ = outcome.chosen_round, stop.reason

@@ -29,7 +29,8 @@ from contrastext.methods.wcsbert.text_positives import combined
 from contrastext.stages import Stage, Timings, fingerprint, say
 
 # how many rounds to run and when to stop do not change what a finished round made
-_NOT_PART_OF_A_ROUND = ("rounds", "patience", "min_change", "guard", "guard_sample", "guard_neighbours", "heads")
+_NOT_PART_OF_A_ROUND = ("rounds", "patience", "min_change", "still_learning", "guard", "guard_sample",
+                        "guard_neighbours", "heads")
 
 
 def round_settings(config: WCSBertConfig, start_model: str, start_made_with: str | None = None) -> dict[str, Any]:
@@ -129,7 +130,8 @@ def round_stop(config: WCSBertConfig, guard_0: float | None) -> RoundStop:
     """The job's stopping rule (methods.wcsbert.stopping): a dev set's accuracy when the user gives one
     (``evaluation.use_as_dev``), else the label-free guard, else the last round."""
     return RoundStop(config.rounds.rounds, patience=config.rounds.patience, min_change=config.rounds.min_change,
-                     use_dev=config.evaluation.use_as_dev, guard_0=guard_0)
+                     use_dev=config.evaluation.use_as_dev, guard_0=guard_0,
+                     still_learning=config.rounds.still_learning)
 
 
 @dataclass
