@@ -180,6 +180,18 @@ def test_the_shipped_rule_leaves_round_0_by_the_prompts_and_a_trained_round_by_t
                              "2": candidate(0.7, 0.57, 0.60, 0.57)}}
     assert guard_record.RULES[guard_record.ROUND_BY_PROMPTS](record) == (2, "blend")
     assert guard_record.RULES[guard_record.SHIPPED](record) == (1, "blend")
+    # unless round 2's teacher changed at least still_learning of the pool's labels (the job's setting)
+    from contrastext.methods.wcsbert.config import RoundsConfig
+
+    still_learning = RoundsConfig().still_learning
+    assert guard_record.SHIPPED.endswith(f">= {still_learning} above round 0")
+    for changed, kept in ((still_learning, 2), (still_learning - 0.01, 1)):
+        record["rounds"] = [{"labels_changed": None}, {"labels_changed": changed}]
+        assert guard_record.RULES[guard_record.SHIPPED](record) == (kept, "blend")
+        assert guard_record.RULES[guard_record.BLEND_GUARD](record) == (1, "blend")
+    # never a round whose prompts fall below round 0's, however many labels its teacher changed
+    record["candidates"]["2"] = candidate(0.7, 0.49, 0.60, 0.57)
+    assert guard_record.RULES[guard_record.SHIPPED](record) == (1, "blend")
     # round 1's prompts do not beat round 0's: round 0, with its prototypes where they lead by the margin
     record["candidates"]["1"] = candidate(0.8, 0.49, 0.70, 0.90)
     assert guard_record.RULES[guard_record.SHIPPED](record) == (0, "prompts")

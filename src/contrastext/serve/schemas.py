@@ -232,7 +232,8 @@ class ClassifierStatus(BaseModel):
     chosen_head: Literal["prompts", "prototypes", "blend"] | None = Field(
         None, description="what the served model classifies with: its label prompts' vectors, the prototypes "
                           "of its own labels of the texts, or their blend (chosen by the guard, without labels)")
-    stop_reason: str | None = Field(None, description="why the rounds stopped (all run, or the guard kept an earlier model)")
+    stop_reason: str | None = Field(None, description="why the rounds stopped (all run, or the guard kept an earlier "
+                                                      "model), and why a round whose guard fell was kept")
     version: int | None = Field(None, description="the registered version, once ready")
     created: str
     started: str | None = None

@@ -199,6 +199,15 @@ def test_changed_labels_never_take_a_round_over_the_round_0_model():
                        RoundStop(3, guard_0=0.50, still_learning=0.13), BlendGuard(values))
     assert three.chosen_round == 2 and "did not improve" in three.stop.reason
     assert "round 2 kept though the blend's guard fell: its teacher changed 20.0%" in three.stop.reason
+    # never a round whose prompt head falls below the round-0 model's, however many labels its teacher changed
+    falling = run_rounds(Runner(changed={2: 0.9}), "m0", 2, RoundStop(2, guard_0=0.50, still_learning=0.13),
+                         BlendGuard({**values, "m2": (0.45, 0.45)}))
+    assert falling.chosen_round == 1
+    # with patience, only the round right after the kept one: round 3's teacher moved from rejected round 2's
+    patient = run_rounds(Runner(changed={2: 0.05, 3: 0.5}), "m0", 3,
+                         RoundStop(3, guard_0=0.50, still_learning=0.13, patience=2),
+                         BlendGuard({**values, "m2": (0.58, 0.58), "m3": (0.57, 0.57)}))
+    assert patient.chosen_round == 1
     # a round whose guard rises is kept for that, with nothing more to say
     rising = run_rounds(Runner(changed={2: 0.2}), "m0", 2, RoundStop(2, guard_0=0.50, still_learning=0.13),
                         BlendGuard({**values, "m2": (0.65, 0.65)}))

@@ -196,6 +196,22 @@ def test_with_no_round_a_pool_of_one_text_delivers_the_prompts(tiny_encoder_dir)
     assert model.chosen_head_ == "prompts" and model.guard_round_0_ is None and len(model.predict(["goal"])) == 1
 
 
+def test_the_class_stops_its_rounds_with_its_own_settings(tiny_encoder_dir, monkeypatch):
+    from contrastext.methods.wcsbert import model as model_module
+
+    made = []
+
+    class Spy(model_module.RoundStop):
+        def __init__(self, *args, **kwargs):
+            made.append(kwargs)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(model_module, "RoundStop", Spy)
+    texts = ["a match and a goal", "the bank's interest rate", "a new phone", "the league's striker"]
+    WCSBert(str(tiny_encoder_dir), rounds=0, max_length=32, still_learning=0.3, min_change=0.2).fit(texts, LABELS)
+    assert made and made[0]["still_learning"] == 0.3 and made[0]["min_change"] == 0.2
+
+
 NEWS_LABELS = ["Football", "Finance", "Phones"]
 NEWS_KEYWORDS = [("striker", "league"), ("interest", "bank"), ("smartphone",)]
 
@@ -262,7 +278,7 @@ def test_the_class_and_the_job_share_one_settings_object_and_its_defaults():
     assert WCSBert(heads=None).config.heads == RoundsConfig().heads
     # None is a setting of its own where it turns a rule off: the guard alone between trained rounds
     assert WCSBert(still_learning=None).config.still_learning is None
-    assert WCSBert().config.still_learning == RoundsConfig().still_learning == 0.13
+    assert WCSBert().config.still_learning == RoundsConfig().still_learning == 0.15
     both = WCSBert(config=RoundsConfig(rounds=3), patience=2).config
     assert (both.rounds, both.patience) == (3, 2)
     calibrated = RoundsConfig(calibration={"enabled": False, "iterations": 7})

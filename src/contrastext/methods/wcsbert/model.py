@@ -76,9 +76,9 @@ class WCSBert:
     stops after ``patience`` rounds that do not raise it. ``heads``: the heads each model is scored with:
     the label prompts, the prototypes of its own labels of the sampled texts, and their blend
     (``methods.wcsbert.heads``); the first head's score decides whether a round beats the untrained model, the
-    score of the head a trained round is delivered with whether it beats an earlier round
-    (``methods.wcsbert.stopping``); a trained model is delivered with the blend, and the untrained one with its
-    prototypes where they score clearly better than its prompts.
+    score of the head a trained round is delivered with whether it beats an earlier round, unless its teacher still
+    changed ``still_learning`` of the texts' labels (``methods.wcsbert.stopping``); a trained model is delivered
+    with the blend, and the untrained one with its prototypes where they score clearly better than its prompts.
     ``chosen_round_``, ``chosen_head_`` and ``stop_reason_`` say what happened, each ``history_`` record has the
     round's ``guard`` score and ``head``. Off: the last round is kept, with its prompt head.
 
