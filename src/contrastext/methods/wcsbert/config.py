@@ -198,9 +198,10 @@ class RoundsConfig(Settings):
     patience: int = Field(1, ge=1, description="rounds without improvement of the stopping signal before stopping")
     min_change: float = Field(0.005, ge=0, description="stop when fewer than this share of pool labels change")
     still_learning: float | None = Field(
-        0.15, ge=0, le=1, description="a later trained round is kept even where the blend's guard falls when at "
-                                      "least this share of the pool's pseudo-labels changed between its teacher and "
-                                      "the one before (methods.wcsbert.stopping); None: the guard alone")
+        0.15, ge=0, le=1, description="the trained round after the kept one is kept even where the blend's guard "
+                                      "falls when at least this share of the pool's pseudo-labels changed between "
+                                      "its teacher and the kept round's, and its prompt head still beats the "
+                                      "round-0 model's (methods.wcsbert.stopping); None: the guard alone")
 
     def teacher(self) -> Teacher:
         """The teacher ``pseudo_labels`` names, with its settings."""
