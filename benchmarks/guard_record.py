@@ -379,9 +379,9 @@ def run_set(name: str, spec: LabelSetSpec, args: argparse.Namespace, read_tokens
     method.fit(trained, names, config.labels.aliases, on_round=on_round)
     seconds = round(time.perf_counter() - started, 1)  # the run itself, not the weight averages scored next
     # the rounds' weights averaged (a soup along the rounds' path): scored beside the rounds, never a round itself
+    averages = SOUPS if getattr(args, "weight_averages", True) else {}
     soups = {soup: recorder.candidate(averaged([models[r] for r in rounds_in]))
-             for soup, rounds_in in SOUPS.items()
-             if getattr(args, "weight_averages", True) and all(r in models for r in rounds_in)}
+             for soup, rounds_in in averages.items() if all(r in models for r in rounds_in)}
     pool_gold = np.bincount([index[label] for label in pool.labels], minlength=len(names)) / len(pool)
     return {"set": name, "seed": args.seed, "labels": names, "pool": len(trained), "held_out": len(held_out),
             "eval": len(evaluation), "pool_shares": pool_gold.round(4).tolist(), "template": spec.template,
@@ -439,34 +439,64 @@ def round_then_head(record: dict, part: str, margin: float | None,
 
 
 def leave_then_delivered(record: dict, part: str, score: Callable[[dict], float],
-                         still_learning: float | None = None, floor: bool = False) -> tuple[int, str]:
+                         still_learning: float | None = None) -> tuple[int, str]:
     """Round 0 is left where the prompt head's guard rises (as the shipped rule leaves it); from one trained round
     to the next, ``score`` of the round's candidates must rise (e.g. the guard of the head a trained round is
     delivered with), or, with ``still_learning``, at least that share of the pool's pseudo-labels changed between
-    the round's teacher and the one before it (the round's record's ``labels_changed``; with ``floor``, only
-    where the round's prompt head's guard still beats round 0's, as the job has it). The head: round 0's by
+    the round's teacher and the one before it (the round's record's ``labels_changed``). The head: round 0's by
     the shipped margin, a trained round's blend. A record made before the blend head: the margins alone, as the
     rule then shipped."""
     candidates = record["candidates"]
     if "blend" not in candidates["0"]:
         return round_then_head(record, part, PROTOTYPE_MARGIN, TRAINED_PROTOTYPE_MARGIN)
+    changed = _labels_changed(record)
     best = 0
     for r in range(1, len(candidates)):
         now, before = candidates[str(r)], candidates[str(best)]
-        rounds = record.get("rounds") or []
-        changed = rounds[r - 1].get("labels_changed") if r <= len(rounds) else None
-        rises = (_value(now, "prompts", part, "guard") > _value(before, "prompts", part, "guard") if best == 0
-                 else score(now) > score(before)
-                 or (still_learning is not None and changed is not None and changed >= still_learning
-                     and (not floor or _value(now, "prompts", part, "guard")
-                          > _value(candidates["0"], "prompts", part, "guard"))))
+        if best == 0:
+            rises = _value(now, "prompts", part, "guard") > _value(before, "prompts", part, "guard")
+        else:
+            rises = score(now) > score(before) or (
+                still_learning is not None and changed[r] is not None and changed[r] >= still_learning)
         if not rises:
             break
         best = r
-    if best:
-        return best, "blend"
-    gain = _value(candidates["0"], "prototypes", part, "guard") - _value(candidates["0"], "prompts", part, "guard")
-    return 0, "prototypes" if gain > PROTOTYPE_MARGIN else "prompts"
+    return (best, "blend") if best else (0, _round_0_head(candidates["0"], part))
+
+
+def _labels_changed(record: dict) -> dict[int, float | None]:
+    """Each trained round's ``labels_changed`` (None where its record has none)."""
+    rounds = record.get("rounds") or []
+    return {r: (rounds[r - 1].get("labels_changed") if r <= len(rounds) else None)
+            for r in range(1, len(record["candidates"]))}
+
+
+def _round_0_head(candidate: dict, part: str) -> str:
+    """The round-0 model's head, as the job delivers it: its prototypes where they lead its prompts by the margin."""
+    gain = _value(candidate, "prototypes", part, "guard") - _value(candidate, "prompts", part, "guard")
+    return "prototypes" if gain > PROTOTYPE_MARGIN else "prompts"
+
+
+def job_rule(record: dict, part: str = "trained") -> tuple[int, str]:
+    """The job's own ``RoundStop`` (``methods.wcsbert.stopping``, with the defaults of ``RoundsConfig``) replayed on
+    a record's rounds, one round record at a time as the job makes them: the shipped rule, whatever it becomes. A
+    record made before the blend head: the margins alone, as the rule then shipped."""
+    from contrastext.methods.wcsbert.config import RoundsConfig
+    from contrastext.methods.wcsbert.stopping import RoundStop
+
+    candidates = record["candidates"]
+    if "blend" not in candidates["0"]:
+        return round_then_head(record, part, PROTOTYPE_MARGIN, TRAINED_PROTOTYPE_MARGIN)
+    changed = _labels_changed(record)
+    stop = RoundStop(len(candidates) - 1, guard_0=_value(candidates["0"], "prompts", part, "guard"),
+                     still_learning=RoundsConfig().still_learning)
+    for r in range(1, len(candidates)):
+        scores = {head: _value(candidates[str(r)], head, part, "guard") for head in candidates[str(r)]}
+        if stop.after({"round": r, "guard": scores["prompts"], "head": "blend", "guard_heads": scores,
+                       "labels_changed": changed[r]}):
+            break
+    best = stop.best_round
+    return (best, "blend") if best else (0, _round_0_head(candidates["0"], part))
 
 
 RULES: dict[str, Callable[[dict], tuple[int | str, str]]] = {
@@ -498,11 +528,10 @@ for _part in ("trained", "held_out"):
         RULES[f"guard ({_part}) round 0 left by the prompts, then by the blend's guard or labels changed "
               f">= {_changed}"] = (lambda rec, p=_part, t=_changed: leave_then_delivered(
                   rec, p, lambda c: _value(c, "blend", p, "guard"), t))
-    # the same at 0.15 with the job's floor (a round kept this way still beats round 0's prompts): added after the
-    # eleventh draw, where it chooses as the rule without it, as on every draw before
+    # the job's rule itself (at 0.15, a round kept this way still beating round 0's prompts, right after the kept
+    # round): added after the eleventh draw, where it chooses as the rule without those limits, as on every draw
     RULES[f"guard ({_part}) round 0 left by the prompts, then by the blend's guard or labels changed >= 0.15 above "
-          "round 0"] = (lambda rec, p=_part: leave_then_delivered(rec, p, lambda c: _value(c, "blend", p, "guard"),
-                                                                  0.15, floor=True))
+          "round 0"] = lambda rec, p=_part: job_rule(rec, p)
     RULES[f"guard ({_part}) round 0 left by the prompts, then by the heads' mean guard"] = (
         lambda rec, p=_part: leave_then_delivered(rec, p, lambda c: float(np.mean([_value(c, h, p, "guard")
                                                                                    for h in c]))))
