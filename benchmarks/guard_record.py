@@ -157,6 +157,19 @@ SETS |= {
     "20ng_names_skewed": LabelSetSpec(NG_SOURCE, rename=NG_READABLE, shares=_geometric(_NG_SKEW_ORDER, 0.15, 0.01),
                                       pool_rows=600),
 }
+#: sets made for the thirteenth draw, after the shipped rule was written down: BBCSport skewed, another rare AG News
+#: label under the names as the dataset writes them, and a 14-group subset of 20 Newsgroups under another template
+_BBC_SOURCE = TextSource(path="bbcsport/bbcsport.jsonl", text_columns=["text"], title_column="title",
+                         label_column="label")
+SETS |= {
+    "bbcsport_skewed": LabelSetSpec(_BBC_SOURCE, rename=SETS["bbcsport"].rename,
+                                    shares={"football": 0.50, "rugby": 0.25, "cricket": 0.13, "tennis": 0.08,
+                                            "athletics": 0.04}, pool_rows=240),
+    "agnews_world_rare": LabelSetSpec(ag_news_test(), "This article is about {label}",
+                                      shares={"Sports": 0.40, "Business": 0.33, "Sci/Tech": 0.25, "World": 0.02}),
+    "20ng_names_template": LabelSetSpec(NG_SOURCE, "A discussion of {label}", rename=NG_READABLE,
+                                        keep=_ng_subset(14, 3)),
+}
 
 
 # ------------------------------------------------------------------------------------------- the texts
