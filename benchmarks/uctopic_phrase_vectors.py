@@ -59,6 +59,7 @@ def _whitened(x, dims: int):
 
     x = _centred(x)
     _, scale, axes = np.linalg.svd(x, full_matrices=False)
+    dims = min(dims, int((scale > 1e-6 * scale[0]).sum()))  # directions with no variance are left out
     return (x @ axes[:dims].T) / scale[:dims]
 
 
@@ -77,12 +78,13 @@ def _gmm_on_pca(x, k: int, seed: int):
 
 
 def _overclustered(x, k: int, seed: int, first: int = 10):
-    """k-means into ``first`` clusters, whose centroids Ward's linkage merges into k."""
+    """k-means into ``first`` clusters (at least 2k), whose centroids Ward's linkage merges into k."""
     import numpy as np
     from sklearn.cluster import AgglomerativeClustering
 
-    fine = np.asarray(_kmeans(x, first, seed))
-    centroids = _unit(np.stack([x[fine == j].mean(axis=0) for j in range(first)]))
+    fine = np.asarray(_kmeans(x, max(first, 2 * k), seed))
+    used, fine = np.unique(fine, return_inverse=True)  # an empty cluster has no centroid
+    centroids = _unit(np.stack([x[fine == j].mean(axis=0) for j in range(len(used))]))
     return AgglomerativeClustering(n_clusters=k).fit_predict(centroids)[fine]
 
 

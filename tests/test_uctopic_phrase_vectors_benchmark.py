@@ -37,3 +37,18 @@ def test_whitening_gives_each_kept_direction_the_same_variance():
     white = bench._whitened(x, 8)
     assert white.shape == (80, 8)
     assert np.allclose(white.std(axis=0), white.std(axis=0)[0])
+
+
+def test_every_alternative_runs_on_the_vectors_a_draw_holds():
+    x, truth = _two_groups()
+    rng = np.random.default_rng(1)
+    vectors = {"in_context": x, "alone": x + 0.01 * rng.normal(size=x.shape), "question": x,
+               "phrases": [f"phrase {i % 30}" for i in range(len(x))]}
+    for name, (make, cluster) in bench.ALTERNATIVES.items():
+        found = np.asarray(cluster(make(vectors).astype("float32"), 2, 0))
+        assert found.shape == truth.shape and set(found.tolist()) <= {0, 1}, name
+    results = [{"set": "conll_test", "alternatives": {name: 0.5 for name in bench.ALTERNATIVES}}]
+    results[0]["alternatives"]["each part centred"] = 0.6
+    summary = bench.alternatives_table(results)
+    assert summary["each part centred"]["above_default"] == 1
+    assert summary["default"]["above_default"] == 0
