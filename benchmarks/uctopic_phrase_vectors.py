@@ -88,16 +88,21 @@ def _overclustered(x, k: int, seed: int, first: int = 10):
     return AgglomerativeClustering(n_clusters=k).fit_predict(centroids)[fine]
 
 
+def _default(v: dict):
+    """The default vectors, each part unit length and added (what ``in_context+alone`` encodes)."""
+    return _unit(v["in_context"]) + _unit(v["alone"])
+
+
 #: label-free changes to the default vectors (in context + alone) or to their clustering: (vectors, clusterer)
 ALTERNATIVES = {
-    "default": (lambda v: _unit(v["in_context"]) + _unit(v["alone"]), _kmeans),
+    "default": (_default, _kmeans),
     "each part centred": (lambda v: _unit(_centred(v["in_context"])) + _unit(_centred(v["alone"])), _kmeans),
     "contexts pooled by phrase": (lambda v: _unit(_pooled_by_phrase(_unit(v["in_context"]), v["phrases"]))
                                   + _unit(v["alone"]), _kmeans),
-    "whitened, 64 dims": (lambda v: _whitened(_unit(v["in_context"]) + _unit(v["alone"]), 64), _kmeans),
+    "whitened, 64 dims": (lambda v: _whitened(_default(v), 64), _kmeans),
     f"alone as '{QUESTION}'": (lambda v: _unit(v["in_context"]) + _unit(v["question"]), _kmeans),
-    "Gaussian mixture, 32 PCA dims": (lambda v: _unit(v["in_context"]) + _unit(v["alone"]), _gmm_on_pca),
-    "10 k-means clusters merged by Ward": (lambda v: _unit(v["in_context"]) + _unit(v["alone"]), _overclustered),
+    "Gaussian mixture, 32 PCA dims": (_default, _gmm_on_pca),
+    "10 k-means clusters merged by Ward": (_default, _overclustered),
 }
 
 

@@ -25,8 +25,8 @@ class RoundStop:
     the guard record's draws 4 to 10, the five rounds kept this way at 0.15 were each better than the one before
     (Vital-type sets of 11 labels, 20 Newsgroups' 20), and the drifting rounds it must not keep changed at most
     0.12. The job's own Vital run (a 2,000-text pool) changes 0.13 in round 2, whose blend is not better: 0.15
-    leaves it alone. On the 20 label sets of the eleventh and twelfth draws, made after it was written down, it
-    changed one decision, for the better: 0.46 points against 0.53 without it. Without it, the rule (written
+    leaves it alone. On the 33 label sets of the eleventh to thirteenth draws, made after it was written down, it
+    changed one decision, for the better: 0.47 points against 0.51 without it. Without it, the rule (written
     down before the guard record's ninth draw, ``benchmarks/guard_record.py --seed 9``) lost 0.63 points there
     against the best round and head on average, the prompt head's score alone 0.80; on a tenth draw 0.59 against
     0.90; over the 78 label sets of seven draws, 0.56 against 0.73."""
