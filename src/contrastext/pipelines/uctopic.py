@@ -460,6 +460,8 @@ def _epoch_line(row: dict[str, Any], chosen: dict[str, Any]) -> str:
     if row.get("loss") is not None:
         parts.append(f"loss {row['loss']:.4f}")
     parts += [f"{key} {row[key]:.4f}" for key in SCORE_KEYS if row.get(key) is not None]
+    if row.get("start_agreement") is not None and row["epoch"] > 0:
+        parts.append(f"agreement with the start's clusters (ARI) {row['start_agreement']:.3f}")
     if "gold_nmi" in row:
         parts.append(f"NMI {row['gold_nmi']:.4f} (gold, reported only)")
     return ", ".join(parts)

@@ -68,6 +68,8 @@ def test_the_start_model_is_kept_when_ccl_scrambles_the_types(select_by):
     # the trained clusters do not hold together in the start model's space: the anchored score falls with them
     assert trained["start_silhouette"] < 0.1 * start["start_silhouette"]
     assert trained["anchored_silhouette"] < start["anchored_silhouette"] == start["silhouette"]
+    # and the report says how far the clusters moved from the start model's
+    assert start["start_agreement"] == 1.0 and abs(trained["start_agreement"]) < 0.1
 
 
 def test_the_trained_epoch_is_delivered_when_it_tightens_the_same_clusters():
@@ -76,6 +78,7 @@ def test_the_trained_epoch_is_delivered_when_it_tightens_the_same_clusters():
     outcome = run_epochs(_runner(instances, types, []), 1, "anchored_silhouette")
     start, trained = outcome.rows
     assert trained["start_silhouette"] == pytest.approx(start["silhouette"])  # the same partition
+    assert trained["start_agreement"] == pytest.approx(1.0)
     assert trained["anchored_silhouette"] == pytest.approx(trained["silhouette"])
     assert trained["silhouette"] > start["silhouette"]
     assert outcome.chosen["epoch"] == 1

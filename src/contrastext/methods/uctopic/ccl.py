@@ -18,6 +18,7 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
+from sklearn.metrics import adjusted_rand_score
 
 from contrastext.clustering import KMeansResult, spherical_kmeans
 from contrastext.methods.epochs import NothingToTrain
@@ -101,6 +102,9 @@ class CCLEpochs:
             "start_silhouette": silhouette(self.embeddings[0] if 0 in self.embeddings else embeddings, assignments,
                                            sample_size=self.sample_size, seed=self.seed),
         }
+        if 0 in self.clusters and len(self.clusters[0].assignments) == len(assignments):
+            # reported beside the scores: how far CCL has moved the clusters from the start model's
+            found["start_agreement"] = float(adjusted_rand_score(self.clusters[0].assignments, assignments))
         start_own = self.start_own_silhouette if self.start_own_silhouette is not None else found["silhouette"]
         self.start_own_silhouette = start_own
         found["anchored_silhouette"] = anchored(found["silhouette"], found["start_silhouette"], start_own)
