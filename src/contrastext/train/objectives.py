@@ -59,6 +59,10 @@ def planned_steps(rows: int, config: TrainConfig) -> int:
     return _capped(per_epoch * config.epochs, config)
 
 
+#: rows of the dataset the driver packs to plan a fit whose batches hold no repeated key (the rest scale with it)
+PLAN_SAMPLE_ROWS = 100_000
+
+
 def _capped(steps: int, config: TrainConfig) -> int:
     return min(steps, config.max_steps) if config.max_steps else steps
 
@@ -72,9 +76,22 @@ class Objective:
     def __init__(self, config: TrainConfig):
         self.config = config
 
+    def packs_batches(self) -> bool:
+        """True where ``batches`` keeps a key from repeating within a batch: rows that share one wait for a
+        later batch, so repeated keys make more, smaller batches than ``rows / batch_size``."""
+        return False
+
     def planned_steps(self, dataset, rows: int) -> int:
-        """Optimiser steps of the whole fit (drives the learning-rate schedule); runs on the driver."""
-        return planned_steps(rows, self.config)
+        """Optimiser steps of the whole fit (drives the learning-rate schedule); runs on the driver. Packed
+        batches are counted by packing (the first ``PLAN_SAMPLE_ROWS`` of) the rows as a worker would: planned
+        from the row count, the schedule would reach zero while a fifth of the batches were still to come."""
+        if not self.packs_batches():
+            return planned_steps(rows, self.config)
+        seen = min(rows, PLAN_SAMPLE_ROWS)
+        sample = dataset.limit(seen) if rows > seen else dataset
+        batches = sum(1 for _ in self.batches(sample, 0, 0, 1, SkippedRows()))
+        per_epoch = max(1, math.ceil(batches * rows / seen / self.config.scaling.num_workers))
+        return _capped(per_epoch * self.config.epochs, self.config)
 
     def build_model(self, model_spec: str, resuming: bool) -> nn.Module:
         raise NotImplementedError
@@ -111,6 +128,9 @@ class EmbeddingObjective(Objective):
         self.encoder.train()
         freeze_unused_pooler(self.encoder.transformer)
         return self.encoder
+
+    def packs_batches(self) -> bool:
+        return self.config.loss.name in PAIR_LOSSES and self.config.no_duplicates
 
     def batches(self, shard, epoch: int, rank: int, world: int, skipped: SkippedRows) -> Iterator[list[tuple]]:
         return epoch_batches(shard, self.config, epoch, rank, skipped)

@@ -99,6 +99,9 @@ class PhraseObjective(Objective):
         return [{"params": list(model.phrase_encoder.parameters()), "lr": self.config.optimizer.lr},
                 {"params": list(model.head.parameters()), "lr": self.mlm.head_lr}]
 
+    def packs_batches(self) -> bool:
+        return self.config.no_duplicates
+
     def batches(self, shard, epoch: int, rank: int, world: int, skipped: SkippedRows) -> Iterator[list[tuple]]:
         config = self.config
         shuffle = config.shuffle_buffer_rows or None
