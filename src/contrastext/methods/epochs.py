@@ -35,8 +35,8 @@ class EpochRunner(Protocol):
 
 
 class NothingToTrain(Exception):
-    """An epoch found nothing to train on (e.g. no pseudo-labelled pair): the epochs stop there, and the best
-    of those run so far is delivered."""
+    """An epoch found nothing to train on (e.g. no pseudo-labelled pair), or its fit nothing left to learn: the
+    epochs stop there, that epoch is left out, and the best of those run before it is delivered."""
 
 
 @dataclass

@@ -290,7 +290,7 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
         timings["start_choice"] = stage.seconds - timings["cluster"]
     runner = CCLEpochs(instances, start, int(k), encode=encode, train=_ccl_trainer(config, run_dir),
                        make_pairs=_ccl_pair_maker(config, instances, gold), gold=gold, seed=config.seed,
-                       nredo=config.evaluation.nredo)
+                       nredo=config.evaluation.nredo, min_loss=settings.min_loss)
     if settings.epochs:
         init_ray(config.ray)
     with timings.measure("epochs"):
@@ -302,8 +302,9 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
         _say(f"CCL stopped at {outcome.stopped}; the best of the epochs run is delivered")
     oracle = max(epochs, key=lambda r: r["gold_nmi"]) if gold else None
     delivered = _publish(chosen["model"], storage.join(run_dir, "model"), config)
+    ran = len(epochs) - 1
     _say(f"delivers epoch {chosen['epoch']} (best {settings.select_by} of the start model and "
-         f"{settings.epochs} CCL epoch{'s' * (settings.epochs != 1)}): {delivered}")
+         f"{ran} CCL epoch{'s' * (ran != 1)}): {delivered}")
     before = _gold_row(epochs[0])
     after, chosen_scores = _gold_row(epochs[-1]), _gold_row(chosen)
     extra_before = extra_after = None

@@ -154,3 +154,23 @@ def test_an_epoch_with_nothing_to_train_on_stops_and_the_best_so_far_is_delivere
     best = max(outcome.rows, key=lambda row: row["anchored_silhouette"])
     assert outcome.chosen is best  # epoch 1 tightens the types, so it wins where it ran
     assert run_epochs(_runner(instances, types, []), 1, "anchored_silhouette").stopped is None
+
+
+def test_a_fit_with_nothing_left_to_learn_stops_the_epochs_and_is_left_out():
+    instances = _instances()
+    types = np.array([list(CONTEXTS).index(inst.label) for inst in instances])
+    losses = {1: 0.3, 2: 0.001, 3: 0.2}
+
+    def runner_with(min_loss):
+        runner = _runner(instances, types, [])
+        runner.vectors["epoch_3"] = _vectors(types, 3, 0.1)
+        runner.train = lambda epoch, model, rows: (f"epoch_{epoch}", {"loss": losses[epoch], "steps": 1})
+        runner.min_loss = min_loss
+        return runner
+
+    outcome = run_epochs(runner_with(0.01), 3, "anchored_silhouette")
+    assert [row["epoch"] for row in outcome.rows] == [0, 1]  # epoch 2's fit learned nothing: it is left out
+    assert outcome.stopped == "epoch 2: its fit had nothing left to learn (mean loss 0.0010 < 0.01)"
+    assert outcome.chosen["model"] == "epoch_1"
+    # without the rule every epoch runs, and the tightest (epoch 3) is delivered
+    assert run_epochs(runner_with(None), 3, "anchored_silhouette").chosen["model"] == "epoch_3"

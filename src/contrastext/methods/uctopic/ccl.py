@@ -73,6 +73,7 @@ class CCLEpochs:
     gold: Sequence[str] | None = None
     seed: int = 0
     nredo: int = 3
+    min_loss: float | None = None  # a fit whose mean loss is below it learned nothing new: its epoch is dropped
     sample_size: int | None = 5000
     embeddings: dict[int, np.ndarray] = field(default_factory=dict)  # by epoch, kept while they may be needed
     clusters: dict[int, KMeansResult] = field(default_factory=dict)
@@ -87,6 +88,10 @@ class CCLEpochs:
             if not rows:
                 raise NothingToTrain("no pseudo-labelled mentions to train on")
             model, fit_record = self.train(epoch, previous["model"], rows)
+            loss = fit_record.get("loss")
+            if self.min_loss is not None and loss is not None and loss < self.min_loss:
+                # the pseudo-labels were already apart: such a fit only moves the clusters away from the start's
+                raise NothingToTrain(f"its fit had nothing left to learn (mean loss {loss:.4f} < {self.min_loss})")
             row.update(pair_stats, **fit_record)
         embeddings = self.encode(model)
         result = spherical_kmeans(embeddings, self.k, seed=self.seed, nredo=self.nredo)

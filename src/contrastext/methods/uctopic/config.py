@@ -144,6 +144,10 @@ class FinetuneSettings(Settings):
     topics: TopicSettings = Field(default_factory=lambda: TopicSettings(n_topics=3))
     epochs: int = Field(3, ge=0, description="CCL epochs: each clusters with the previous epoch's model, "
                                              "pseudo-labels and trains one fit (train.epochs passes) from it")
+    min_loss: float | None = Field(
+        0.01, ge=0, description="an epoch whose CCL fit ends with a mean loss below this stops the epochs and is "
+                                "left out: the pseudo-labels it trained on were already apart, and such a fit only "
+                                "drifts from the start model (null: run every epoch)")
     select_by: CCLSelectBy = Field(
         "anchored_silhouette", description="the label-free score that picks the delivered model among the "
                                           "start model (epoch 0) and the epochs (see contrastext.methods.uctopic.ccl)")
