@@ -54,30 +54,27 @@ def test_phrase_steps_are_the_packed_batches_not_rows_over_batch_size(ray_sessio
 
 
 @pytest.mark.ray
-def test_pair_rows_with_a_repeated_text_are_planned_by_packing(ray_session):
-    import ray.data
-
-    rows = [{"anchor": "the same question" if i % 2 else f"question {i}", "positive": f"answer {i}"}
-            for i in range(24)]
-    dataset = ray.data.from_items(rows)
-    config = TrainConfig(encoder=EncoderConfig(model="unused"), batch_size=4, shuffle_buffer_rows=0,
-                         loss=LossConfig(name="mnr"))
-    objective = build_objective(config)
-    assert objective.planned_steps(dataset, len(rows)) == _packed(objective, dataset) == 12  # one repeat a batch
-    plain = build_objective(config.model_copy(update={"loss": LossConfig(name="supcon")}))
-    assert not plain.packs_batches() and plain.planned_steps(dataset, len(rows)) == 6
-
-
-@pytest.mark.ray
 def test_a_large_dataset_is_planned_from_a_sample_of_its_rows(ray_session, monkeypatch):
     import ray.data
 
     monkeypatch.setattr(objectives, "PLAN_SAMPLE_ROWS", 12)
-    rows = _phrase_rows(repeated=6, unique=6) * 4  # 48 rows, each block of 12 packed alike
+    rows = _phrase_rows(repeated=8, unique=40)  # the first 12 rows repeat a key more than the rest
     dataset = ray.data.from_items(rows)
     objective = build_objective(_phrase_config())
-    in_sample = _packed(objective, ray.data.from_items(rows[:12]))
-    assert objective.planned_steps(dataset, len(rows)) == math.ceil(in_sample * 48 / 12)
+    in_sample, whole = _packed(objective, ray.data.from_items(rows[:12])), _packed(objective, dataset)
+    planned = objective.planned_steps(dataset, len(rows))
+    assert planned == math.ceil(in_sample * 48 / 12) != whole  # read from the sample, scaled to all 48 rows
+
+
+@pytest.mark.ray
+def test_no_row_is_read_where_max_steps_binds_anyway(ray_session):
+    import ray.data
+
+    rows = _phrase_rows(repeated=8, unique=16)
+    objective = build_objective(_phrase_config(max_steps=5))  # 24 rows / 4 a batch: six steps at the fewest
+    dataset = ray.data.from_items(rows).map(lambda row: 1 / 0)  # reading a row would fail
+    assert objective.planned_steps(dataset, len(rows)) == 5
+    assert build_objective(_phrase_config(max_steps=7)).planned_steps(ray.data.from_items(rows), len(rows)) == 7
 
 
 @pytest.mark.ray

@@ -85,8 +85,9 @@ class Objective:
         """Optimiser steps of the whole fit (drives the learning-rate schedule); runs on the driver. Packed
         batches are counted by packing (the first ``PLAN_SAMPLE_ROWS`` of) the rows as a worker would: planned
         from the row count, the schedule would reach zero while a fifth of the batches were still to come."""
-        if not self.packs_batches():
-            return planned_steps(rows, self.config)
+        fewest = planned_steps(rows, self.config)  # packed batches are never fewer
+        if not self.packs_batches() or (self.config.max_steps and fewest >= self.config.max_steps):
+            return fewest
         seen = min(rows, PLAN_SAMPLE_ROWS)
         sample = dataset.limit(seen) if rows > seen else dataset
         batches = sum(1 for _ in self.batches(sample, 0, 0, 1, SkippedRows()))
@@ -128,9 +129,6 @@ class EmbeddingObjective(Objective):
         self.encoder.train()
         freeze_unused_pooler(self.encoder.transformer)
         return self.encoder
-
-    def packs_batches(self) -> bool:
-        return self.config.loss.name in PAIR_LOSSES and self.config.no_duplicates
 
     def batches(self, shard, epoch: int, rank: int, world: int, skipped: SkippedRows) -> Iterator[list[tuple]]:
         return epoch_batches(shard, self.config, epoch, rank, skipped)
