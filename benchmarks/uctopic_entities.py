@@ -28,6 +28,7 @@ import os
 import statistics
 import sys
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -175,14 +176,19 @@ def shipped_choice(epochs: list[dict]) -> dict:
     return chosen_epoch(kept, select_by)
 
 
+def _chosen(select_by: str):
+    from contrastext.methods.epochs import chosen_epoch
+
+    return lambda epochs: chosen_epoch(epochs, select_by)
+
+
 #: label-free ways to pick the delivered epoch, compared on the record (the first two read no score)
 PAGE_RULES = {
     "the start model (no CCL)": lambda epochs: epochs[0],
     "epoch 1": lambda epochs: epochs[min(1, len(epochs) - 1)],
-    "the last epoch": lambda epochs: epochs[-1],
-    "own silhouette": lambda epochs: max(epochs, key=lambda r: (r["silhouette"], -r["epoch"])),
-    "`anchored_silhouette` over every epoch": lambda epochs: max(epochs, key=lambda r: (r["anchored_silhouette"],
-                                                                                         -r["epoch"])),
+    "the last epoch": _chosen("last"),
+    "own silhouette": _chosen("silhouette"),
+    "`anchored_silhouette` over every epoch": _chosen("anchored_silhouette"),
     "**shipped**: stop at a fit with nothing left to learn, then `anchored_silhouette`": shipped_choice,
 }
 
@@ -247,7 +253,7 @@ def main() -> None:
         PAGE.write_text(render_page(json.loads(RECORD.read_text())), encoding="utf-8")
         return
     if args.record_from:
-        add_to_record([json.loads(open(path).read()) for path in args.record_from])
+        add_to_record([json.loads(Path(path).read_text()) for path in args.record_from])
         print(f"wrote {RECORD} and {PAGE}")
         return
     configure_console()

@@ -128,15 +128,13 @@ def fit(dataset: DatasetOrFactory, config: TrainConfig, output: OutputConfig, *,
     run_dir = output.run_dir()
     in_process = config.trains_in_process()
     order_before = ds.context.execution_options.preserve_order
-    # a plan that packs the rows reads them in the order a worker will
-    ds.context.execution_options.preserve_order = config.preserve_order
+    ds.context.execution_options.preserve_order = config.preserve_order  # a packing plan reads as a worker will
     try:
         total_steps = objective.planned_steps(ds, rows)
-    except BaseException:
+    finally:
         ds.context.execution_options.preserve_order = order_before
-        raise
-    if not in_process:  # a worker group orders its own reads (DataConfig); local mode reads this dataset as it is
-        ds.context.execution_options.preserve_order = order_before
+    if in_process:  # Ray Train's local mode hands the dataset over as it is: no DataConfig applies
+        ds.context.execution_options.preserve_order = config.preserve_order
     loop_config = {"train": config.model_dump(mode="json"), "total_steps": total_steps, "eval_fn": eval_fn,
                    # the objective's class travels by reference: a worker unpickling it imports its module
                    "objective": type(objective)}

@@ -107,7 +107,7 @@ class CCLEpochs:
             "start_silhouette": silhouette(self.embeddings[0] if 0 in self.embeddings else embeddings, assignments,
                                            sample_size=self.sample_size, seed=self.seed),
         }
-        if 0 in self.clusters and len(self.clusters[0].assignments) == len(assignments):
+        if 0 in self.clusters:  # the epochs' runner has the start's clusters; the start choice has none
             # reported beside the scores: how far CCL has moved the clusters from the start model's
             found["start_agreement"] = float(adjusted_rand_score(self.clusters[0].assignments, assignments))
         start_own = self.start_own_silhouette if self.start_own_silhouette is not None else found["silhouette"]
