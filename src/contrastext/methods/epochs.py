@@ -36,7 +36,12 @@ class EpochRunner(Protocol):
 
 class NothingToTrain(Exception):
     """An epoch found nothing to train on (e.g. no pseudo-labelled pair), or its fit nothing left to learn: the
-    epochs stop there, that epoch is left out, and the best of those run before it is delivered."""
+    epochs stop there, that epoch is left out, and the best of those run before it is delivered. ``dropped``
+    is the row of a fit that ran and was left out (its ``model`` and fit record), for the runner to clear."""
+
+    def __init__(self, reason: str, dropped: EpochRow | None = None):
+        super().__init__(reason)
+        self.dropped = dropped
 
 
 @dataclass
@@ -44,24 +49,25 @@ class EpochsOutcome:
     rows: list[EpochRow]
     chosen: EpochRow
     stopped: str | None = None  # why the epochs stopped before the last one asked for
+    dropped: EpochRow | None = None  # the fit that ran and was left out where the epochs stopped, if one did
 
 
 def run_epochs(runner: EpochRunner, epochs: int, select_by: SelectBy) -> EpochsOutcome:
     """Epochs 0 … ``epochs``, one after another (until one has nothing to train on); the chosen one by
     ``select_by``."""
     rows: list[EpochRow] = []
-    stopped = None
+    stopped = dropped = None
     for epoch in range(epochs + 1):
         try:
             row = runner.run_epoch(epoch, rows[-1] if rows else None)
         except NothingToTrain as reason:
             if not rows:
                 raise
-            stopped = f"epoch {epoch}: {reason}"
+            stopped, dropped = f"epoch {epoch}: {reason}", reason.dropped
             break
         rows.append(row)
         runner.epoch_finished(rows, select_by)
-    return EpochsOutcome(rows, chosen_epoch(rows, select_by), stopped)
+    return EpochsOutcome(rows, chosen_epoch(rows, select_by), stopped, dropped)
 
 
 def best_epoch(rows: list[EpochRow], key: str) -> EpochRow | None:

@@ -300,6 +300,7 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
         _say(_epoch_line(row, chosen))
     if outcome.stopped:
         _say(f"CCL stopped at {outcome.stopped}; the best of the epochs run is delivered")
+    dropped = _clear_dropped_fit(outcome.dropped, run_dir)
     oracle = max(epochs, key=lambda r: r["gold_nmi"]) if gold else None
     delivered = _publish(chosen["model"], storage.join(run_dir, "model"), config)
     ran = len(epochs) - 1
@@ -326,8 +327,10 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
                "start_candidates": [_json_row(r) for r in start_rows] if start_rows else None,
                "epochs": [_json_row(r) for r in epochs],
                "chosen_epoch": chosen["epoch"], "oracle_epoch": oracle["epoch"] if oracle else None,
-               "stopped": outcome.stopped,
-               "pairs": sum(r.get("pairs", 0) for r in epochs), "steps": sum(r.get("steps", 0) for r in epochs),
+               "stopped": outcome.stopped, "dropped_fit": dropped,
+               # what was trained, the fit left out included
+               "pairs": sum(r.get("pairs", 0) for r in [*epochs, dropped or {}]),
+               "steps": sum(r.get("steps", 0) for r in [*epochs, dropped or {}]),
                "final_loss": last.get("last_loss"), "labelled_instances": last.get("labelled_instances", 0),
                "pseudo_label_acc": last.get("pseudo_label_acc"),
                "clustering_before": before, "clustering_after": after, "clustering_delivered": chosen_scores,
@@ -352,6 +355,17 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
                       topics=topic_rows)
     stage.mark_done()
     return summary
+
+
+def _clear_dropped_fit(dropped: dict[str, Any] | None, run_dir: str) -> dict[str, Any] | None:
+    """Removes the model and checkpoints of the CCL fit left out where the epochs stopped (nothing may deliver
+    or start from it); returns its record for the summary."""
+    if not dropped or "model" not in dropped:
+        return None
+    epoch = f"epoch_{dropped['epoch']:03d}"
+    for folder in (storage.join(run_dir, "epochs", epoch), storage.join(run_dir, "train", epoch)):
+        storage.delete(folder)
+    return {key: value for key, value in dropped.items() if key != "model"}
 
 
 def _ccl_pair_maker(config: UCTopicConfig, instances: Sequence[PhraseInstance], gold: Sequence[str] | None):

@@ -154,6 +154,7 @@ def test_an_epoch_with_nothing_to_train_on_stops_and_the_best_so_far_is_delivere
     best = max(outcome.rows, key=lambda row: row["anchored_silhouette"])
     assert outcome.chosen is best  # epoch 1 tightens the types, so it wins where it ran
     assert run_epochs(_runner(instances, types, []), 1, "anchored_silhouette").stopped is None
+    assert outcome.dropped is None  # no fit ran where there was nothing to train on
 
 
 def test_a_fit_with_nothing_left_to_learn_stops_the_epochs_and_is_left_out():
@@ -172,5 +173,8 @@ def test_a_fit_with_nothing_left_to_learn_stops_the_epochs_and_is_left_out():
     assert [row["epoch"] for row in outcome.rows] == [0, 1]  # epoch 2's fit learned nothing: it is left out
     assert outcome.stopped == "epoch 2: its fit had nothing left to learn (mean loss 0.0010 < 0.01)"
     assert outcome.chosen["model"] == "epoch_1"
+    # the fit that ran and was left out is handed back, for the job to clear its model and count its steps
+    assert outcome.dropped["epoch"] == 2 and outcome.dropped["model"] == "epoch_2"
+    assert outcome.dropped["loss"] == 0.001 and outcome.dropped["steps"] == 1 and outcome.dropped["pairs"] > 0
     # without the rule every epoch runs, and the tightest (epoch 3) is delivered
     assert run_epochs(runner_with(None), 3, "anchored_silhouette").chosen["model"] == "epoch_3"

@@ -75,6 +75,19 @@ def test_pretrain_then_finetune_write_models_reports_and_metrics(ray_session, ti
     after = PhraseEncoder.from_pretrained(tuned["model_path"]).encode(spans)
     assert not np.allclose(before, after)
 
+    # a fit that learns nothing (every loss is under this min_loss) is left out: its model and checkpoints are
+    # removed, the start model is delivered, and the steps it trained are still counted
+    dropped = run_uctopic(_config(tmp_path / "dropped", summary["model_path"], "finetune", **{
+        "finetune.data.conll": str(conll), "finetune.central_fraction": 0.5, "train.max_steps": 2,
+        "finetune.epochs": 1, "finetune.min_loss": 100}))
+    dropped_dir = Path(dropped["run_dir"])
+    assert dropped["stopped"].startswith("epoch 1: its fit had nothing left to learn")
+    assert [row["epoch"] for row in dropped["epochs"]] == [0] and dropped["chosen_epoch"] == 0
+    assert dropped["dropped_fit"]["epoch"] == 1 and dropped["dropped_fit"]["steps"] == 2 and dropped["steps"] == 2
+    assert dropped["pairs"] == dropped["dropped_fit"]["pairs"] > 0
+    assert not (dropped_dir / "epochs" / "epoch_001").exists() and not (dropped_dir / "train" / "epoch_001").exists()
+    assert (dropped_dir / "model" / "modules.json").is_file()
+
     # finished stages leave done.json: the same stage again is skipped
     assert (Path(tuned["run_dir"]) / "done.json").is_file()
     capsys.readouterr()

@@ -91,7 +91,8 @@ class CCLEpochs:
             loss = fit_record.get("loss")
             if self.min_loss is not None and loss is not None and loss < self.min_loss:
                 # the pseudo-labels were already apart: such a fit only moves the clusters away from the start's
-                raise NothingToTrain(f"its fit had nothing left to learn (mean loss {loss:.4f} < {self.min_loss})")
+                raise NothingToTrain(f"its fit had nothing left to learn (mean loss {loss:.4f} < {self.min_loss})",
+                                     dropped={**row, **pair_stats, **fit_record, "model": model})
             row.update(pair_stats, **fit_record)
         embeddings = self.encode(model)
         result = spherical_kmeans(embeddings, self.k, seed=self.seed, nredo=self.nredo)
