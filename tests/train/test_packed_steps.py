@@ -54,6 +54,24 @@ def test_phrase_steps_are_the_packed_batches_not_rows_over_batch_size(ray_sessio
 
 
 @pytest.mark.ray
+def test_pair_fits_without_repeated_strings_plan_their_packed_batches(ray_session):
+    import ray.data
+
+    # category pairs of pages: one category on eight pages, the rest on one page each
+    rows = [{"anchor": "Living people" if i < 8 else f"Births in {1900 + i}", "positive": f"Category {i}"}
+            for i in range(24)]
+    dataset = ray.data.from_items(rows)
+    config = TrainConfig(encoder=EncoderConfig(model="unused"), batch_size=4, epochs=1, shuffle_buffer_rows=0,
+                         loss=LossConfig(name="mnr"))
+    packed = build_objective(config)
+    assert _packed(packed, dataset) >= 8 > planned_steps(len(rows), config) == 6
+    assert packed.planned_steps(dataset, len(rows)) == _packed(packed, dataset)
+    for unpacked in (config.model_copy(update={"no_duplicates": False}),  # batches of rows as they come
+                     config.model_copy(update={"loss": LossConfig(name="supcon"), "columns": ("anchor", "label")})):
+        assert build_objective(unpacked).planned_steps(dataset, len(rows)) == 6
+
+
+@pytest.mark.ray
 def test_a_large_dataset_is_planned_from_a_sample_of_its_rows(ray_session, monkeypatch):
     import ray.data
 

@@ -124,6 +124,10 @@ class EmbeddingObjective(Objective):
         self.loss_fn = build_loss(config.loss.name, **config.loss.params)
         self.encoder = None
 
+    def packs_batches(self) -> bool:
+        # as ``epoch_batches`` packs them: category pairs repeat categories ("Living people") in many rows
+        return self.config.loss.name in PAIR_LOSSES and self.config.no_duplicates
+
     def build_model(self, model_spec: str, resuming: bool) -> nn.Module:
         self.encoder = self.config.encoder.load(model_spec, device="cpu", backend="torch")
         self.encoder.train()
