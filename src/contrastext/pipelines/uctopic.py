@@ -337,7 +337,8 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
                "entity_clustering_before": extra_before, "entity_clustering_after": extra_after,
                "topics": topic_rows, "topic_quality": quality, "model_path": delivered, "timings_s": timings}
     table = [["phrase source", loaded.source], ["phrase instances", len(instances)], ["topics k", k],
-             ["CCL epochs run / pairs / optimiser steps", f"{ran} / {summary['pairs']:,} / {summary['steps']}"],
+             ["CCL epochs run / pairs / optimiser steps", f"{ran}{' (+1 fit left out)' if dropped else ''} / "
+                                                          f"{summary['pairs']:,} / {summary['steps']}"],
              [f"delivered (by {settings.select_by})", f"epoch {chosen['epoch']}"
                                                      + (" (the start model)" if chosen["epoch"] == 0 else "")]]
     if before and after:

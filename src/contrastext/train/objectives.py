@@ -85,7 +85,7 @@ class Objective:
         """Optimiser steps of the whole fit (drives the learning-rate schedule); runs on the driver. Packed
         batches are counted by packing (the first ``PLAN_SAMPLE_ROWS`` of) the rows as a worker would: planned
         from the row count, the schedule would reach zero while a fifth of the batches were still to come."""
-        fewest = planned_steps(rows, self.config)  # packed batches are never fewer
+        fewest = planned_steps(rows, self.config)  # packing only adds batches (malformed rows aside)
         if not self.packs_batches() or (self.config.max_steps and fewest >= self.config.max_steps):
             return fewest
         seen = min(rows, PLAN_SAMPLE_ROWS)

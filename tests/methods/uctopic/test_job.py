@@ -96,6 +96,21 @@ def test_pretrain_then_finetune_write_models_reports_and_metrics(ray_session, ti
     assert "finetune: done in an earlier run with these settings, skipped" in capsys.readouterr().out
 
 
+def test_only_the_fit_left_out_is_cleared(tmp_path):
+    from contrastext.pipelines.uctopic import _clear_dropped_fit
+
+    for part in ("epochs", "train"):
+        for epoch in (1, 2):
+            (tmp_path / part / f"epoch_{epoch:03d}" / "model").mkdir(parents=True)
+    record = _clear_dropped_fit({"epoch": 2, "model": str(tmp_path / "epochs" / "epoch_002" / "model"), "steps": 3,
+                                 "loss": 0.001}, str(tmp_path))
+    assert record == {"epoch": 2, "steps": 3, "loss": 0.001}
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("*/*")) == ["epochs/epoch_001",
+                                                                                      "train/epoch_001"]
+    assert _clear_dropped_fit(None, str(tmp_path)) is None  # epochs that stopped with no fit leave all as it was
+    assert len(list(tmp_path.glob("*/*"))) == 2
+
+
 def test_mine_reads_a_folder_of_text_files(tiny_encoder_dir, tmp_path):
     folder = tmp_path / "docs"
     folder.mkdir()

@@ -63,7 +63,8 @@ def pretrain_stage(config: WCSBertConfig, run: str) -> dict[str, Any]:
     pair_files = storage.list_files(storage.join(corpus, "pairs"), ".parquet")
     if not pair_files:
         raise ValueError(f"{storage.join(corpus, 'pairs')} holds no category pairs: nothing to pretrain on")
-    # the pairs stream from storage to the training workers: none of them passes through the driver
+    # the pairs stream from storage to the training workers; the driver reads at most 100,000 of them, to count
+    # the batches of a fit that max_steps does not cut short
     dataset = storage.parquet_dataset(pair_files, columns=["anchor", "positive", "page_id"])
     if dev_ids:
         dataset = dataset.map_batches(_drop_pages, batch_format="pyarrow",
