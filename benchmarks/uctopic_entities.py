@@ -164,13 +164,14 @@ def shipped_choice(epochs: list[dict]) -> dict:
     """The epoch the job delivers, replayed: the epochs stop before the first fit whose mean loss is under
     ``finetune.min_loss``, and the best of those before it by ``finetune.select_by`` is delivered."""
     from contrastext.methods.epochs import chosen_epoch
+    from contrastext.methods.uctopic.ccl import learned_nothing
     from contrastext.methods.uctopic.config import FinetuneSettings
 
     fields = FinetuneSettings.model_fields
     min_loss, select_by = fields["min_loss"].default, fields["select_by"].default
     kept = [epochs[0]]
     for row in epochs[1:]:
-        if min_loss is not None and row["loss"] is not None and row["loss"] < min_loss:
+        if learned_nothing(row["loss"], min_loss):
             break
         kept.append(row)
     return chosen_epoch(kept, select_by)

@@ -301,6 +301,7 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
     if outcome.stopped:
         _say(f"CCL stopped at {outcome.stopped}; the best of the epochs run is delivered")
     dropped = _clear_dropped_fit(outcome.dropped, run_dir)
+    trained = [*epochs, dropped] if dropped else epochs  # what was trained, the fit left out included
     oracle = max(epochs, key=lambda r: r["gold_nmi"]) if gold else None
     delivered = _publish(chosen["model"], storage.join(run_dir, "model"), config)
     ran = len(epochs) - 1
@@ -328,9 +329,7 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
                "epochs": [_json_row(r) for r in epochs],
                "chosen_epoch": chosen["epoch"], "oracle_epoch": oracle["epoch"] if oracle else None,
                "stopped": outcome.stopped, "dropped_fit": dropped,
-               # what was trained, the fit left out included
-               "pairs": sum(r.get("pairs", 0) for r in [*epochs, dropped or {}]),
-               "steps": sum(r.get("steps", 0) for r in [*epochs, dropped or {}]),
+               "pairs": sum(r.get("pairs", 0) for r in trained), "steps": sum(r.get("steps", 0) for r in trained),
                "final_loss": last.get("last_loss"), "labelled_instances": last.get("labelled_instances", 0),
                "pseudo_label_acc": last.get("pseudo_label_acc"),
                "clustering_before": before, "clustering_after": after, "clustering_delivered": chosen_scores,
@@ -361,12 +360,20 @@ def run_finetune(config: UCTopicConfig) -> dict[str, Any]:
 def _clear_dropped_fit(dropped: dict[str, Any] | None, run_dir: str) -> dict[str, Any] | None:
     """Removes the model and checkpoints of the CCL fit left out where the epochs stopped (nothing may deliver
     or start from it); returns its record for the summary."""
-    if not dropped or "model" not in dropped:
+    if not dropped:
         return None
-    epoch = f"epoch_{dropped['epoch']:03d}"
-    for folder in (storage.join(run_dir, "epochs", epoch), storage.join(run_dir, "train", epoch)):
+    checkpoints, model = _ccl_fit_folders(run_dir, dropped["epoch"])
+    for folder in (checkpoints.run_dir(), storage.parent(model)):
         storage.delete(folder)
     return {key: value for key, value in dropped.items() if key != "model"}
+
+
+def _ccl_fit_folders(run_dir: str, epoch: int) -> tuple[OutputConfig, str]:
+    """Where epoch ``epoch``'s CCL fit keeps its checkpoints (``train/epoch_NNN``) and exports its model
+    (``epochs/epoch_NNN/model``)."""
+    name = f"epoch_{epoch:03d}"
+    checkpoints = OutputConfig(storage_path=storage.join(run_dir, "train"), name=name)
+    return checkpoints, storage.join(run_dir, "epochs", name, "model")
 
 
 def _ccl_pair_maker(config: UCTopicConfig, instances: Sequence[PhraseInstance], gold: Sequence[str] | None):
@@ -402,9 +409,9 @@ def _ccl_trainer(config: UCTopicConfig, run_dir: str):
 
     def train(epoch: int, start_model: str, rows: list[dict]) -> tuple[str, dict[str, Any]]:
         train_config = config.model_copy(update={"model": start_model}).train_config()
-        output = OutputConfig(storage_path=storage.join(run_dir, "train"), name=f"epoch_{epoch:03d}")
+        output, model = _ccl_fit_folders(run_dir, epoch)
         result = fit(ray.data.from_arrow(pa.Table.from_pylist(rows)), train_config, output, rows=len(rows),
-                     export_model_to=storage.join(run_dir, "epochs", f"epoch_{epoch:03d}", "model"))
+                     export_model_to=model)
         return result.model_path, {"steps": result.steps, "loss": result.mean_loss, "last_loss": result.last_loss,
                                    "train_s": result.seconds}
 

@@ -37,6 +37,11 @@ from contrastext.metrics.clustering import clustering_scores, silhouette
 SCORE_KEYS = ("silhouette", "context_silhouette", "start_silhouette", "anchored_silhouette")
 
 
+def learned_nothing(loss: float | None, min_loss: float | None) -> bool:
+    """Whether a CCL fit ending at mean ``loss`` had nothing left to learn (``finetune.min_loss``; None: never)."""
+    return min_loss is not None and loss is not None and loss < min_loss
+
+
 def anchored(silhouette_now: float, start_silhouette_now: float, start_own: float) -> float:
     """``silhouette_now`` discounted by how much of ``start_own`` (the start model's clusters' silhouette in its
     own space) the epoch's clusters keep in that space."""
@@ -89,7 +94,7 @@ class CCLEpochs:
                 raise NothingToTrain("no pseudo-labelled mentions to train on")
             model, fit_record = self.train(epoch, previous["model"], rows)
             loss = fit_record.get("loss")
-            if self.min_loss is not None and loss is not None and loss < self.min_loss:
+            if learned_nothing(loss, self.min_loss):
                 # the pseudo-labels were already apart: such a fit only moves the clusters away from the start's
                 raise NothingToTrain(f"its fit had nothing left to learn (mean loss {loss:.4f} < {self.min_loss})",
                                      dropped={**row, **pair_stats, **fit_record, "model": model})
